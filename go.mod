@@ -1,0 +1,3 @@
+module github.com/fastwam/actionexpert
+
+go 1.26
