@@ -1,0 +1,117 @@
+// Package msgs holds the Go form of the node's ROS 2 messages (the
+// definitions under msg/) and of the standard messages they use, with a CDR
+// (XCDR1, little-endian) codec that produces and reads exactly the bytes
+// ROS 2 puts on the wire and rosbag2 stores.
+package msgs
+
+// ROS type names of the messages, as ROS 2 and rosbag2 spell them.
+const (
+	Package             = "fastwam_action_expert"
+	TypeTensor          = Package + "/msg/Tensor"
+	TypeVideoKVCache    = Package + "/msg/VideoKVCache"
+	TypeTextContext     = Package + "/msg/TextContext"
+	TypeActionRow       = Package + "/msg/ActionRow"
+	TypeActionChunk     = Package + "/msg/ActionChunk"
+	TypeDiagnosticArray = "diagnostic_msgs/msg/DiagnosticArray"
+)
+
+// Time is builtin_interfaces/Time.
+type Time struct {
+	Sec     int32
+	Nanosec uint32
+}
+
+// Header is std_msgs/Header.
+type Header struct {
+	Stamp   Time
+	FrameID string
+}
+
+// Element types of a Tensor.
+const (
+	DTypeFloat32 uint8 = 0
+	DTypeFloat16 uint8 = 1
+)
+
+// Tensor is fastwam_action_expert/Tensor: a row-major shape, an element type
+// and the little-endian payload. A decoded Tensor's Data may view the
+// message buffer it was decoded from.
+type Tensor struct {
+	Shape []uint32
+	DType uint8
+	Data  []byte
+}
+
+// VideoKVCache is fastwam_action_expert/VideoKVCache.
+type VideoKVCache struct {
+	Header             Header
+	Seq                uint64
+	VisibleVideoTokens uint32
+	Keys               Tensor
+	Values             Tensor
+}
+
+// TextContext is fastwam_action_expert/TextContext.
+type TextContext struct {
+	Header        Header
+	Seq           uint64
+	Instruction   string
+	Context       Tensor
+	AttentionMask []bool
+}
+
+// ActionRow is fastwam_action_expert/ActionRow.
+type ActionRow struct {
+	Values []float32
+}
+
+// ActionChunk is fastwam_action_expert/ActionChunk.
+type ActionChunk struct {
+	Header     Header
+	Seq        uint64
+	KVSeq      uint64
+	ContextSeq uint64
+	Actions    []ActionRow
+
+	Steps     uint32
+	Shift     float32
+	NoiseSeed uint64
+	Backend   string
+
+	DenoiseMs          float32
+	ReceiveToPublishMs float32
+	InputAgeMs         float32
+
+	DryRun     bool
+	Clipped    bool
+	StaleInput bool
+}
+
+// Diagnostic levels of diagnostic_msgs/DiagnosticStatus.
+const (
+	LevelOK    byte = 0
+	LevelWarn  byte = 1
+	LevelError byte = 2
+	LevelStale byte = 3
+)
+
+// KeyValue is diagnostic_msgs/KeyValue.
+type KeyValue struct {
+	Key   string
+	Value string
+}
+
+// DiagnosticStatus is diagnostic_msgs/DiagnosticStatus.
+type DiagnosticStatus struct {
+	Level      byte
+	Name       string
+	Message    string
+	HardwareID string
+	Values     []KeyValue
+}
+
+// DiagnosticArray is diagnostic_msgs/DiagnosticArray.
+type DiagnosticArray struct {
+	Header Header
+	Status []DiagnosticStatus
+}
