@@ -1,0 +1,134 @@
+// Package openblas binds the one OpenBLAS routine the CPU backend needs,
+// cblas_sgemm, at run time through purego, so binaries stay free of cgo and
+// fall back to gonum's pure-Go BLAS where no OpenBLAS is installed.
+package openblas
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/ebitengine/purego"
+	"gonum.org/v1/gonum/blas"
+)
+
+// defaultPaths are tried in order by Load when no path is given: Debian and
+// Ubuntu's runtime library names, found through the loader path.
+func defaultPaths() []string { return []string{"libopenblas.so.0", "libopenblas.so"} }
+
+// CBLAS enum values.
+const (
+	cblasRowMajor = 101
+	cblasNoTrans  = 111
+	cblasTrans    = 112
+)
+
+// Lib is a loaded OpenBLAS. Its Sgemm has the signature and argument
+// contract of gonum's blas.Float32Level3.Sgemm.
+type Lib struct {
+	path       string
+	sgemm      func(order, tA, tB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
+	setThreads func(n int32)
+	getThreads func() int32
+	config     func() *byte
+}
+
+// Load opens OpenBLAS from path, or by its usual sonames (libopenblas.so.0,
+// libopenblas.so) on the loader path when path is empty.
+func Load(path string) (*Lib, error) {
+	paths := defaultPaths()
+	if path != "" {
+		paths = []string{path}
+	}
+	var errs []error
+	for _, p := range paths {
+		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l := &Lib{path: p}
+		for _, f := range []struct {
+			name string
+			fn   any
+		}{
+			{"cblas_sgemm", &l.sgemm},
+			{"openblas_set_num_threads", &l.setThreads},
+			{"openblas_get_num_threads", &l.getThreads},
+			{"openblas_get_config", &l.config},
+		} {
+			sym, err := purego.Dlsym(h, f.name)
+			if err != nil {
+				return nil, fmt.Errorf("openblas: %s: %w", p, err)
+			}
+			purego.RegisterFunc(f.fn, sym)
+		}
+		return l, nil
+	}
+	return nil, fmt.Errorf("openblas: not loadable: %w", errors.Join(errs...))
+}
+
+// String names the library and its build configuration.
+func (l *Lib) String() string {
+	cfg := ""
+	if p := l.config(); p != nil {
+		cfg = goString(p)
+	}
+	return fmt.Sprintf("OpenBLAS %s (%s, %d threads)", cfg, l.path, l.getThreads())
+}
+
+func goString(p *byte) string {
+	var b []byte
+	for q := p; *q != 0; q = (*byte)(add(q, 1)) {
+		b = append(b, *q)
+	}
+	return string(b)
+}
+
+// SetThreads sets OpenBLAS's thread count (process-wide, as OpenBLAS keeps it).
+func (l *Lib) SetThreads(n int) { l.setThreads(int32(n)) }
+
+// Threads reports OpenBLAS's thread count.
+func (l *Lib) Threads() int { return int(l.getThreads()) }
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, with
+// gonum's argument contract: it panics on arguments that violate it, which
+// only a programming error can produce.
+func (l *Lib) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	rowsA, colsA := m, k
+	if tA != blas.NoTrans {
+		rowsA, colsA = k, m
+	}
+	rowsB, colsB := k, n
+	if tB != blas.NoTrans {
+		rowsB, colsB = n, k
+	}
+	need := func(name string, s []float32, rows, cols, ld int) {
+		if ld < max(1, cols) || (rows > 0 && len(s) < (rows-1)*ld+cols) {
+			panic(fmt.Sprintf("openblas: Sgemm: %s too short (%d elements for %dx%d, ld %d)", name, len(s), rows, cols, ld))
+		}
+	}
+	if k > 0 {
+		need("a", a, rowsA, colsA, lda)
+		need("b", b, rowsB, colsB, ldb)
+	}
+	need("c", c, m, n, ldc)
+	var pa, pb *float32
+	if k > 0 {
+		pa, pb = &a[0], &b[0]
+	}
+	l.sgemm(cblasRowMajor, trans(tA), trans(tB), int32(m), int32(n), int32(k), alpha, pa, int32(lda), pb, int32(ldb), beta, &c[0], int32(ldc))
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+	runtime.KeepAlive(c)
+}
+
+func trans(t blas.Transpose) int32 {
+	if t == blas.NoTrans {
+		return cblasNoTrans
+	}
+	return cblasTrans
+}

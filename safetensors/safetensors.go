@@ -1,0 +1,267 @@
+// Package safetensors reads tensors from the safetensors format that PyTorch
+// users export checkpoints to: an 8-byte little-endian header length, a JSON
+// header naming every tensor's dtype, shape and byte range, then the raw
+// little-endian data.
+//
+// A File maps the data read-only and validates the whole header when it is
+// opened, so a truncated or inconsistent file is reported before any tensor
+// is read. Float tensors stored as F32, F16 or BF16 are read as float32
+// (upcasting is exact).
+package safetensors
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"syscall"
+
+	"github.com/x448/float16"
+)
+
+// maxHeader bounds the JSON header a file may declare (the format's own
+// reference implementation refuses headers above 100 MB).
+const maxHeader = 100 << 20
+
+// Info describes one tensor of a file.
+type Info struct {
+	Name   string
+	DType  string // "F32", "F16", "BF16", ...
+	Shape  []int
+	Offset int64 // byte range within the data section
+	Size   int64
+}
+
+// NumElements is the product of the shape (1 for a scalar).
+func (i Info) NumElements() int {
+	n := 1
+	for _, d := range i.Shape {
+		n *= d
+	}
+	return n
+}
+
+// File is an open safetensors file.
+type File struct {
+	path     string
+	mapping  []byte // the whole file, mapped read-only
+	data     []byte // the data section within mapping
+	tensors  map[string]Info
+	metadata map[string]string
+}
+
+// Open maps the file at path and validates its header.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	size := st.Size()
+	if size < 8 {
+		return nil, fmt.Errorf("safetensors: %s: file has %d bytes, too short for the 8-byte header length", path, size)
+	}
+	if size > math.MaxInt {
+		return nil, fmt.Errorf("safetensors: %s: file too large to map", path)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: map %s: %w", path, err)
+	}
+	sf, err := parse(m)
+	if err != nil {
+		syscall.Munmap(m)
+		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
+	}
+	sf.path = path
+	sf.mapping = m
+	return sf, nil
+}
+
+// Parse validates an in-memory safetensors image; the File views b.
+func Parse(b []byte) (*File, error) {
+	f, err := parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors: %w", err)
+	}
+	return f, nil
+}
+
+type entry struct {
+	DType   string  `json:"dtype"`
+	Shape   []int64 `json:"shape"`
+	Offsets []int64 `json:"data_offsets"`
+}
+
+func parse(b []byte) (*File, error) {
+	if len(b) < 8 {
+		return nil, fmt.Errorf("%d bytes, too short for the 8-byte header length", len(b))
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > maxHeader || n > uint64(len(b)-8) {
+		return nil, fmt.Errorf("header length %d does not fit a %d-byte file (truncated or not safetensors)", n, len(b))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b[8:8+n], &raw); err != nil {
+		return nil, fmt.Errorf("header is not a JSON object: %w", err)
+	}
+	f := &File{data: b[8+n:], tensors: make(map[string]Info, len(raw))}
+	if m, ok := raw["__metadata__"]; ok {
+		if err := json.Unmarshal(m, &f.metadata); err != nil {
+			return nil, fmt.Errorf("__metadata__ must map strings to strings: %w", err)
+		}
+		delete(raw, "__metadata__")
+	}
+	type span struct {
+		lo, hi int64
+		name   string
+	}
+	var spans []span
+	for name, msg := range raw {
+		var e entry
+		if err := json.Unmarshal(msg, &e); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		}
+		info, err := check(name, e, int64(len(f.data)))
+		if err != nil {
+			return nil, err
+		}
+		f.tensors[name] = info
+		spans = append(spans, span{info.Offset, info.Offset + info.Size, name})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].lo < spans[i-1].hi {
+			return nil, fmt.Errorf("tensors %q and %q overlap", spans[i-1].name, spans[i].name)
+		}
+	}
+	return f, nil
+}
+
+// elemSize is the byte size of the dtypes this package knows.
+func elemSize(dtype string) int64 {
+	switch dtype {
+	case "F64", "I64", "U64":
+		return 8
+	case "F32", "I32", "U32":
+		return 4
+	case "F16", "BF16", "I16", "U16":
+		return 2
+	case "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2":
+		return 1
+	}
+	return 0
+}
+
+func check(name string, e entry, dataLen int64) (Info, error) {
+	es := elemSize(e.DType)
+	if es == 0 {
+		return Info{}, fmt.Errorf("tensor %q: unknown dtype %q", name, e.DType)
+	}
+	if len(e.Offsets) != 2 {
+		return Info{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got %v", name, e.Offsets)
+	}
+	numel := int64(1)
+	shape := make([]int, len(e.Shape))
+	for i, d := range e.Shape {
+		if d < 0 {
+			return Info{}, fmt.Errorf("tensor %q: negative dimension in shape %v", name, e.Shape)
+		}
+		if d > 0 && numel > dataLen/es/d {
+			return Info{}, fmt.Errorf("tensor %q: shape %v of %s is larger than the %d-byte data section", name, e.Shape, e.DType, dataLen)
+		}
+		numel *= d
+		shape[i] = int(d)
+	}
+	lo, hi := e.Offsets[0], e.Offsets[1]
+	if lo < 0 || hi < lo || hi > dataLen {
+		return Info{}, fmt.Errorf("tensor %q: byte range [%d,%d) outside the %d-byte data section (truncated file?)", name, lo, hi, dataLen)
+	}
+	if hi-lo != numel*es {
+		return Info{}, fmt.Errorf("tensor %q: shape %v of %s needs %d bytes, range holds %d", name, e.Shape, e.DType, numel*es, hi-lo)
+	}
+	return Info{Name: name, DType: e.DType, Shape: shape, Offset: lo, Size: hi - lo}, nil
+}
+
+// Close unmaps the file. Slices returned by Bytes become invalid.
+func (f *File) Close() error {
+	if f.mapping == nil {
+		return nil
+	}
+	m := f.mapping
+	f.mapping, f.data = nil, nil
+	if err := syscall.Munmap(m); err != nil {
+		return fmt.Errorf("safetensors: unmap %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// Metadata returns the header's __metadata__ entries (nil when absent).
+func (f *File) Metadata() map[string]string { return f.metadata }
+
+// Names lists the tensor names in sorted order.
+func (f *File) Names() []string {
+	names := make([]string, 0, len(f.tensors))
+	for n := range f.tensors {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Info returns the description of the named tensor.
+func (f *File) Info(name string) (Info, bool) {
+	i, ok := f.tensors[name]
+	return i, ok
+}
+
+// ErrNotFound is returned (wrapped) when a requested tensor is absent.
+var ErrNotFound = errors.New("tensor not found")
+
+// Bytes returns the raw little-endian bytes of the named tensor. The slice
+// views the mapping and is valid until Close.
+func (f *File) Bytes(name string) ([]byte, error) {
+	i, ok := f.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("safetensors: %q: %w", name, ErrNotFound)
+	}
+	return f.data[i.Offset : i.Offset+i.Size], nil
+}
+
+// Float32 reads the named tensor as float32, upcasting F16 and BF16 exactly.
+// dst is used when it has the right length; otherwise a new slice is made.
+func (f *File) Float32(name string, dst []float32) ([]float32, error) {
+	i, ok := f.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("safetensors: %q: %w", name, ErrNotFound)
+	}
+	b := f.data[i.Offset : i.Offset+i.Size]
+	n := i.NumElements()
+	if len(dst) != n {
+		dst = make([]float32, n)
+	}
+	switch i.DType {
+	case "F32":
+		for k := range dst {
+			dst[k] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*k:]))
+		}
+	case "F16":
+		for k := range dst {
+			dst[k] = float16.Frombits(binary.LittleEndian.Uint16(b[2*k:])).Float32()
+		}
+	case "BF16":
+		for k := range dst {
+			dst[k] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*k:])) << 16)
+		}
+	default:
+		return nil, fmt.Errorf("safetensors: %q has dtype %s, want F32, F16 or BF16", name, i.DType)
+	}
+	return dst, nil
+}
