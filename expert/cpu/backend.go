@@ -1,0 +1,360 @@
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/openblas"
+)
+
+// Gemm is the one BLAS routine the backend uses, with the argument contract
+// of gonum's blas.Float32Level3.Sgemm (row-major matrices).
+type Gemm interface {
+	Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+}
+
+// Options tune the backend's linear algebra.
+type Options struct {
+	// BLAS is "auto" (OpenBLAS when it loads, else gonum; the default),
+	// "openblas" (fail when it does not load) or "gonum".
+	BLAS string
+	// OpenBLASPath overrides the OpenBLAS library to load.
+	OpenBLASPath string
+	// Threads sets OpenBLAS's thread count when positive.
+	Threads int
+}
+
+// modCacheSize bounds the per-timestep modulation cache: a fixed schedule
+// uses N entries, so this holds several schedules before it starts over.
+const modCacheSize = 128
+
+// Backend is the CPU reference implementation of expert.Backend.
+type Backend struct {
+	w        *Weights
+	cfg      Config
+	dims     expert.Dims
+	gemm     Gemm
+	blasName string
+
+	ropeCos, ropeSin []float64             // [S, Dh/2]
+	modCache         map[float32][]float32 // timestep -> [layers, 6, D]
+
+	// Per-chunk state, set by BindChunk.
+	bound          bool
+	videoK, videoV []float32   // [layers, Sv, A], views of the chunk's slices
+	visible        int         // video tokens the actions attend to
+	ctxTokens      int         // attended context tokens (masked ones dropped)
+	crossK, crossV [][]float32 // per layer [ctxTokens, A]
+
+	// Scratch, reused by every step.
+	x, h, qkv, o, tmp, qc, ff, scores []float32
+}
+
+// New makes a backend over loaded weights.
+func New(w *Weights, opts Options) (*Backend, error) {
+	gemm, name, err := pickBLAS(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := w.cfg
+	S, D, A, F := c.ActionSteps, c.HiddenDim, c.attn(), c.FFNDim
+	b := &Backend{
+		w: w, cfg: c, dims: c.Dims(), gemm: gemm, blasName: name,
+		modCache: make(map[float32][]float32),
+		x:        make([]float32, S*D),
+		h:        make([]float32, S*D),
+		qkv:      make([]float32, S*3*A),
+		o:        make([]float32, S*A),
+		tmp:      make([]float32, S*D),
+		qc:       make([]float32, S*A),
+		ff:       make([]float32, S*F),
+		scores:   make([]float32, S*(max(c.VideoTokens, c.ContextTokens)+S)),
+	}
+	b.ropeCos, b.ropeSin = ropeTables(S, c.HeadDim)
+	return b, nil
+}
+
+// Load reads weights from a safetensors file (see LoadWeights) and makes a
+// backend over them.
+func Load(path string, cfg *Config, opts Options) (*Backend, error) {
+	w, err := LoadWeights(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(w, opts)
+}
+
+func pickBLAS(opts Options) (Gemm, string, error) {
+	switch opts.BLAS {
+	case "", "auto", "openblas":
+		l, err := openblas.Load(opts.OpenBLASPath)
+		if err == nil {
+			if opts.Threads > 0 {
+				l.SetThreads(opts.Threads)
+			}
+			return l, l.String(), nil
+		}
+		if opts.BLAS == "openblas" {
+			return nil, "", fmt.Errorf("cpu: %w", err)
+		}
+		fallthrough
+	case "gonum":
+		return gonum.Implementation{}, "gonum (pure Go)", nil
+	}
+	return nil, "", fmt.Errorf("cpu: unknown BLAS %q (want auto, openblas or gonum)", opts.BLAS)
+}
+
+// Dims implements expert.Backend.
+func (b *Backend) Dims() expert.Dims { return b.dims }
+
+// BLAS names the linear-algebra implementation in use.
+func (b *Backend) BLAS() string { return b.blasName }
+
+// Weights returns the backend's parameters.
+func (b *Backend) Weights() *Weights { return b.w }
+
+// Close implements expert.Backend. The weights stay usable.
+func (b *Backend) Close() error {
+	b.bound = false
+	b.videoK, b.videoV, b.crossK, b.crossV = nil, nil, nil, nil
+	return nil
+}
+
+// BindChunk implements expert.Backend: it embeds the context and computes
+// every layer's cross-attention keys and values, once per chunk. Masked
+// context tokens are dropped here, which is exactly what a -inf score does.
+func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
+	b.bound = false
+	if err := b.dims.ValidateChunk(c); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	cfg := b.cfg
+	D, T, A := cfg.HiddenDim, cfg.TextDim, cfg.attn()
+	var rows []float32
+	for i, m := range c.ContextMask {
+		if m {
+			rows = append(rows, c.Context[i*T:(i+1)*T]...)
+		}
+	}
+	lc := len(rows) / T
+	e1 := make([]float32, lc*D)
+	b.linear(e1, rows, lc, T, b.w.text0, b.w.text0B, D)
+	geluInPlace(e1)
+	emb := make([]float32, lc*D)
+	b.linear(emb, e1, lc, D, b.w.text2, b.w.text2B, D)
+
+	if len(b.crossK) != cfg.NumLayers {
+		b.crossK, b.crossV = make([][]float32, cfg.NumLayers), make([][]float32, cfg.NumLayers)
+	}
+	for l := range b.w.layers {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cpu: bind chunk: %w", err)
+		}
+		L := &b.w.layers[l]
+		if cap(b.crossK[l]) < lc*A {
+			b.crossK[l], b.crossV[l] = make([]float32, lc*A), make([]float32, lc*A)
+		}
+		k, v := b.crossK[l][:lc*A], b.crossV[l][:lc*A]
+		b.linear(k, emb, lc, D, L.crossK, L.crossKB, A)
+		rmsNormRows(k, A, L.crossNormK, cfg.Eps)
+		b.linear(v, emb, lc, D, L.crossV, L.crossVB, A)
+		b.crossK[l], b.crossV[l] = k, v
+	}
+	b.videoK, b.videoV = c.VideoKeys, c.VideoValues
+	b.visible = c.VisibleVideo
+	if b.visible == 0 {
+		b.visible = cfg.VideoTokens
+	}
+	b.ctxTokens = lc
+	b.bound = true
+	return nil
+}
+
+// Step implements expert.Backend.
+func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred []float32) error {
+	if !b.bound {
+		return fmt.Errorf("cpu: step without a bound chunk")
+	}
+	if err := b.dims.CheckLatents("latents_action", latents); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	if len(pred) != b.dims.LatentLen() {
+		return fmt.Errorf("cpu: prediction buffer has %d elements, want %d", len(pred), b.dims.LatentLen())
+	}
+	if math.IsNaN(float64(tau)) || math.IsInf(float64(tau), 0) {
+		return fmt.Errorf("cpu: timestep is %v; it must be finite", tau)
+	}
+	cfg := b.cfg
+	S, D, A, F, a := cfg.ActionSteps, cfg.HiddenDim, cfg.attn(), cfg.FFNDim, cfg.ActionDim
+	mod := b.modulation(tau)
+	x := b.x
+	b.linear(x, latents, S, a, b.w.actionEnc, b.w.actionEncB, D)
+	for l := range b.w.layers {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("cpu: step: %w", err)
+		}
+		L := &b.w.layers[l]
+		m := mod[l*6*D : (l+1)*6*D]
+		shift1, scale1, gate1 := m[0:D], m[D:2*D], m[2*D:3*D]
+		shift2, scale2, gate2 := m[3*D:4*D], m[4*D:5*D], m[5*D:6*D]
+
+		// (a) self-attention over [video keys ; action keys].
+		layerNormModulate(b.h, x, D, scale1, shift1, cfg.Eps)
+		b.linear(b.qkv, b.h, S, D, L.qkv, L.qkvB, 3*A)
+		rmsNormStrided(b.qkv, S, A, 3*A, 0, L.normQ, cfg.Eps)
+		rmsNormStrided(b.qkv, S, A, 3*A, A, L.normK, cfg.Eps)
+		b.rope(b.qkv, 3*A, 0)
+		b.rope(b.qkv, 3*A, A)
+		kvOff := l * cfg.VideoTokens * A
+		b.selfAttention(b.videoK[kvOff:], b.videoV[kvOff:])
+		b.linear(b.tmp, b.o, S, A, L.selfO, L.selfOB, D)
+		addGated(x, b.tmp, gate1, D)
+
+		// (b) cross-attention to the text context: no gate, no modulation.
+		layerNormAffine(b.h, x, D, L.norm3W, L.norm3B, cfg.Eps)
+		b.linear(b.qc, b.h, S, D, L.crossQ, L.crossQB, A)
+		rmsNormStrided(b.qc, S, A, A, 0, L.crossNormQ, cfg.Eps)
+		b.crossAttention(b.crossK[l], b.crossV[l])
+		b.linear(b.tmp, b.o, S, A, L.crossO, L.crossOB, D)
+		for i := range x {
+			x[i] += b.tmp[i]
+		}
+
+		// (c) feed-forward.
+		layerNormModulate(b.h, x, D, scale2, shift2, cfg.Eps)
+		b.linear(b.ff, b.h, S, D, L.ffn0, L.ffn0B, F)
+		geluInPlace(b.ff)
+		b.linear(b.tmp, b.ff, S, F, L.ffn2, L.ffn2B, D)
+		addGated(x, b.tmp, gate2, D)
+	}
+	b.linear(pred, x, S, D, b.w.head, b.w.headB, a)
+	return nil
+}
+
+// linear computes out[m,n] = in[m,k]·wᵀ + bias for a PyTorch weight w[n,k].
+func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) {
+	for r := 0; r < m; r++ {
+		copy(out[r*n:(r+1)*n], bias)
+	}
+	b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, in, k, w, k, 1, out, n)
+}
+
+// selfAttention writes b.o[S,A]: per head, one softmax over the visible
+// video keys followed by the action keys (spec §5), q/k/v in b.qkv.
+func (b *Backend) selfAttention(videoK, videoV []float32) {
+	cfg := b.cfg
+	S, A, Dh := cfg.ActionSteps, cfg.attn(), cfg.HeadDim
+	V1 := b.visible
+	ld := V1 + S
+	sc := b.scores[:S*ld]
+	scale := float32(1 / math.Sqrt(float64(Dh)))
+	for h := 0; h < cfg.NumHeads; h++ {
+		c := h * Dh
+		q := b.qkv[c:]
+		k := b.qkv[A+c:]
+		v := b.qkv[2*A+c:]
+		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
+		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
+		softmaxRows(sc, S, ld)
+		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, b.o[c:], A)
+		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, b.o[c:], A)
+	}
+}
+
+// crossAttention writes b.o[S,A] from the queries in b.qc and the chunk's
+// cross-attention keys and values of one layer.
+func (b *Backend) crossAttention(k, v []float32) {
+	cfg := b.cfg
+	S, A, Dh, L := cfg.ActionSteps, cfg.attn(), cfg.HeadDim, b.ctxTokens
+	sc := b.scores[:S*L]
+	scale := float32(1 / math.Sqrt(float64(Dh)))
+	for h := 0; h < cfg.NumHeads; h++ {
+		c := h * Dh
+		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
+		softmaxRows(sc, S, L)
+		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
+	}
+}
+
+// rope rotates, in every row of m (row stride ld) the A-wide block at
+// column off, each head's interleaved pairs (2j, 2j+1) by position·ω_j.
+// The rotation runs in float64 with float64 tables, as the reference does.
+func (b *Backend) rope(m []float32, ld, off int) {
+	cfg := b.cfg
+	half := cfg.HeadDim / 2
+	for s := 0; s < cfg.ActionSteps; s++ {
+		cs, sn := b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half]
+		row := m[s*ld+off : s*ld+off+cfg.attn()]
+		for h := 0; h < cfg.NumHeads; h++ {
+			hd := row[h*cfg.HeadDim : (h+1)*cfg.HeadDim]
+			for j := 0; j < half; j++ {
+				x0, x1 := float64(hd[2*j]), float64(hd[2*j+1])
+				hd[2*j] = float32(x0*cs[j] - x1*sn[j])
+				hd[2*j+1] = float32(x0*sn[j] + x1*cs[j])
+			}
+		}
+	}
+}
+
+// ropeTables returns cos and sin of s·ω_j, ω_j = 10000^(-2j/dh), for
+// positions 0..n-1 and j < dh/2.
+func ropeTables(n, dh int) (cos, sin []float64) {
+	half := dh / 2
+	cos, sin = make([]float64, n*half), make([]float64, n*half)
+	for j := 0; j < half; j++ {
+		w := 1 / math.Pow(10000, float64(2*j)/float64(dh))
+		for s := 0; s < n; s++ {
+			sin[s*half+j], cos[s*half+j] = math.Sincos(float64(s) * w)
+		}
+	}
+	return cos, sin
+}
+
+// modulation returns the six modulation vectors of every layer for timestep
+// tau, [layers, 6, D], computing them once per distinct timestep.
+func (b *Backend) modulation(tau float32) []float32 {
+	if m, ok := b.modCache[tau]; ok {
+		return m
+	}
+	cfg := b.cfg
+	D, f := cfg.HiddenDim, cfg.FreqDim
+	e := sinusoid(tau, f)
+	t1 := make([]float32, D)
+	b.linear(t1, e, 1, f, b.w.time0, b.w.time0B, D)
+	siluInPlace(t1)
+	t := make([]float32, D)
+	b.linear(t, t1, 1, D, b.w.time2, b.w.time2B, D)
+	siluInPlace(t)
+	tm := make([]float32, 6*D)
+	b.linear(tm, t, 1, D, b.w.timeProj, b.w.timeProjB, 6*D)
+	out := make([]float32, cfg.NumLayers*6*D)
+	for l := range b.w.layers {
+		mod := b.w.layers[l].mod
+		for i := 0; i < 6*D; i++ {
+			out[l*6*D+i] = mod[i] + tm[i]
+		}
+	}
+	if len(b.modCache) >= modCacheSize {
+		clear(b.modCache)
+	}
+	b.modCache[tau] = out
+	return out
+}
+
+// sinusoid is the timestep embedding: cos(τ·ω'_j) then sin(τ·ω'_j),
+// ω'_j = 10000^(-j/half), computed in float64 and rounded to float32.
+func sinusoid(tau float32, dim int) []float32 {
+	half := dim / 2
+	e := make([]float32, dim)
+	for j := 0; j < half; j++ {
+		w := math.Pow(10000, -float64(j)/float64(half))
+		s, c := math.Sincos(float64(tau) * w)
+		e[j], e[half+j] = float32(c), float32(s)
+	}
+	return e
+}
