@@ -9,9 +9,11 @@
 package golden
 
 import (
+	"archive/zip"
 	"bytes"
 	"embed"
 	"fmt"
+	"io"
 
 	"io/fs"
 	"os"
@@ -85,6 +87,9 @@ func LoadTiny(name string) (*Case, error) {
 
 // Parse reads a golden .npz image; name is used in messages.
 func Parse(name string, b []byte) (*Case, error) {
+	if err := verifyZip(b); err != nil {
+		return nil, fmt.Errorf("golden: %s is damaged: %w", name, err)
+	}
 	r, err := npz.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("golden: %s is not a readable .npz archive: %w", name, err)
@@ -214,6 +219,28 @@ func (c *Case) Fits(d expert.Dims) error {
 	return nil
 }
 
+// verifyZip reads every member of the archive to its end, which is where
+// archive/zip checks the CRC: the npy reader stops after the last element
+// and would not notice a damaged byte.
+func verifyZip(b []byte) error {
+	z, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return err
+	}
+	for _, f := range z.File {
+		rc, err := f.Open()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		_, err = io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+	}
+	return nil
+}
+
 func equal(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
@@ -239,7 +266,18 @@ func (f *file) fail(format string, args ...any) {
 	}
 }
 
-func (f *file) has(key string) bool { return f.r.Header(key+".npy") != nil }
+func (f *file) has(key string) bool { return f.r.Header(f.member(key)) != nil }
+
+// member is the archive member of array key: numpy.savez names it key.npy,
+// other writers may store the bare key.
+func (f *file) member(key string) string {
+	for _, k := range f.r.Keys() {
+		if k == key {
+			return key
+		}
+	}
+	return key + ".npy"
+}
 
 // floats reads the array key as float32, converting f8, bool and integer
 // storage, and returns it with its shape.
@@ -247,7 +285,7 @@ func (f *file) floats(key string) ([]float32, []int) {
 	if f.err != nil {
 		return nil, nil
 	}
-	h := f.r.Header(key + ".npy")
+	h := f.r.Header(f.member(key))
 	if h == nil {
 		f.fail("array %q is missing", key)
 		return nil, nil
@@ -266,11 +304,11 @@ func (f *file) floats(key string) ([]float32, []int) {
 	switch strings.Trim(h.Descr.Type, "'\"") {
 	case "<f4":
 		v := make([]float32, n)
-		err = f.r.Read(key+".npy", &v)
+		err = f.r.Read(f.member(key), &v)
 		out = v
 	case "<f8":
 		v := make([]float64, n)
-		if err = f.r.Read(key+".npy", &v); err == nil {
+		if err = f.r.Read(f.member(key), &v); err == nil {
 			out = make([]float32, n)
 			for i, x := range v {
 				out[i] = float32(x)
@@ -278,7 +316,7 @@ func (f *file) floats(key string) ([]float32, []int) {
 		}
 	case "|b1":
 		v := make([]bool, n)
-		if err = f.r.Read(key+".npy", &v); err == nil {
+		if err = f.r.Read(f.member(key), &v); err == nil {
 			out = make([]float32, n)
 			for i, x := range v {
 				if x {
@@ -288,7 +326,7 @@ func (f *file) floats(key string) ([]float32, []int) {
 		}
 	case "<i8":
 		v := make([]int64, n)
-		if err = f.r.Read(key+".npy", &v); err == nil {
+		if err = f.r.Read(f.member(key), &v); err == nil {
 			out = make([]float32, n)
 			for i, x := range v {
 				out[i] = float32(x)
@@ -296,7 +334,7 @@ func (f *file) floats(key string) ([]float32, []int) {
 		}
 	case "<i4":
 		v := make([]int32, n)
-		if err = f.r.Read(key+".npy", &v); err == nil {
+		if err = f.r.Read(f.member(key), &v); err == nil {
 			out = make([]float32, n)
 			for i, x := range v {
 				out[i] = float32(x)

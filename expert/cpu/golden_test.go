@@ -47,7 +47,10 @@ func newTiny(t *testing.T, weights, blasName string, c *golden.Case) *Backend {
 	w := tinyWeights(t, weights)
 	cfg := w.Config()
 	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	w.cfg = cfg
+	w, err := w.WithConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := New(w, Options{BLAS: blasName})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,25 @@ type Weights struct {
 // Config returns the architecture the weights were loaded for.
 func (w *Weights) Config() Config { return w.cfg }
 
+// WithConfig returns the same weights (sharing their memory) for a
+// configuration that differs only in the sizes of the per-chunk inputs
+// (video and context tokens), which the parameters do not fix.
+func (w *Weights) WithConfig(c Config) (*Weights, error) {
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	a, b := w.cfg, c
+	a.VideoTokens, a.ContextTokens = 0, 0
+	b.VideoTokens, b.ContextTokens = 0, 0
+	if a != b {
+		return nil, fmt.Errorf("cpu: configuration %+v does not match the weights' %+v", c, w.cfg)
+	}
+	cp := *w
+	cp.cfg = c
+	return &cp, nil
+}
+
 // param names one tensor of the state dict, its expected shape and where it
 // goes. qkv entries fill a third of the fused matrix.
 type param struct {

@@ -74,7 +74,7 @@ func (l *Lib) String() string {
 	if p := l.config(); p != nil {
 		cfg = goString(p)
 	}
-	return fmt.Sprintf("OpenBLAS %s (%s, %d threads)", cfg, l.path, l.getThreads())
+	return fmt.Sprintf("%s (%s, %d threads)", cfg, l.path, l.getThreads())
 }
 
 func goString(p *byte) string {

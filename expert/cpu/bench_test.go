@@ -1,0 +1,102 @@
+package cpu
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/fastwam/actionexpert/expert"
+)
+
+// benchLayers lets a quick run use fewer layers than the full 30
+// (FASTWAM_BENCH_LAYERS); per-step time scales linearly with layers.
+func benchLayers(b *testing.B) int {
+	if s := os.Getenv("FASTWAM_BENCH_LAYERS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("FASTWAM_BENCH_LAYERS=%q: want a positive integer", s)
+		}
+		return n
+	}
+	return FullConfig().NumLayers
+}
+
+func benchBackend(b *testing.B, cfg Config, blasName string) (*Backend, *expert.Chunk) {
+	b.Helper()
+	w, err := RandomWeights(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	be, err := New(w, Options{BLAS: blasName})
+	if err != nil {
+		b.Skip(err)
+	}
+	d := be.Dims()
+	c := &expert.Chunk{
+		VideoKeys:   expert.Noise(2, d.KVLen()),
+		VideoValues: expert.Noise(3, d.KVLen()),
+		Context:     expert.Noise(4, d.ContextLen()),
+		ContextMask: make([]bool, d.ContextTokens),
+	}
+	for i := range c.ContextMask {
+		c.ContextMask[i] = true
+	}
+	if err := be.BindChunk(context.Background(), c); err != nil {
+		b.Fatal(err)
+	}
+	return be, c
+}
+
+func benchStep(b *testing.B, cfg Config, blasName string) {
+	be, _ := benchBackend(b, cfg, blasName)
+	d := be.Dims()
+	x := expert.Noise(5, d.LatentLen())
+	pred := make([]float32, len(x))
+	ctx := context.Background()
+	if err := be.Step(ctx, x, 1000, pred); err != nil { // warm the modulation cache
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := be.Step(ctx, x, 1000, pred); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/step")
+	b.ReportMetric(float64(cfg.NumLayers), "layers")
+}
+
+func benchChunk(b *testing.B, cfg Config, blasName string) {
+	be, c := benchBackend(b, cfg, blasName)
+	s, _ := expert.NewSchedule(expert.DefaultSteps, expert.DefaultShift)
+	x0 := expert.Noise(5, be.Dims().LatentLen())
+	ctx := context.Background()
+	if _, err := expert.Denoise(ctx, be, c, s, x0, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := expert.Denoise(ctx, be, c, s, x0, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func tinyConfig() Config {
+	return Config{HiddenDim: 64, FFNDim: 128, NumHeads: 2, HeadDim: 16, NumLayers: 2, TextDim: 32,
+		FreqDim: 256, Eps: 1e-6, ActionDim: 7, VideoTokens: 8, ContextTokens: 5}
+}
+
+func fullConfig(b *testing.B) Config {
+	c := FullConfig()
+	c.NumLayers = benchLayers(b)
+	return c
+}
+
+func BenchmarkStepTinyGonum(b *testing.B)    { benchStep(b, tinyConfig(), "gonum") }
+func BenchmarkStepTinyOpenBLAS(b *testing.B) { benchStep(b, tinyConfig(), "openblas") }
+func BenchmarkChunkTiny(b *testing.B)        { benchChunk(b, tinyConfig(), "auto") }
+func BenchmarkStepFullOpenBLAS(b *testing.B) { benchStep(b, fullConfig(b), "openblas") }
+func BenchmarkStepFullGonum(b *testing.B)    { benchStep(b, fullConfig(b), "gonum") }
+func BenchmarkChunkFull(b *testing.B)        { benchChunk(b, fullConfig(b), "auto") }

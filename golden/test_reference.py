@@ -1,0 +1,502 @@
+"""Checks of the PyTorch reference, the golden files and the checkpoint exporter.
+
+Run: /usr/bin/python3 golden/test_reference.py     (plain asserts; a few seconds on one core)
+
+The golden-file checks run when golden/tiny/ exists (make_golden.py writes it). The cross-check
+implementation below (np_step) is a second, float64 NumPy version of the step that uses the
+rotate-half RoPE form of spec section 3.6 with permuted q/k rows and permuted video-key columns,
+so it shares no code path with reference.py.
+"""
+
+import contextlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import export_checkpoint  # noqa: E402
+from reference import (  # noqa: E402
+    DEFAULT_CONFIG, TINY_CONFIG, ActionExpert, denoise, init_random_, param_count, schedule, sinusoid)
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
+
+TINY_DIR = os.path.join(HERE, "tiny")
+
+
+def cosine(a, b):
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def tiny_model(seed=1, cfg=TINY_CONFIG):
+    return init_random_(ActionExpert(cfg), torch.Generator().manual_seed(seed)).eval()
+
+
+def tiny_inputs(seed=2, cfg=TINY_CONFIG, sv=8, L=5, batch=1):
+    g = torch.Generator().manual_seed(seed)
+    A = cfg["num_heads"] * cfg["attn_head_dim"]
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    return dict(latents=r(batch, 32, cfg["action_dim"]), vk=r(cfg["num_layers"], batch, sv, A),
+                vv=r(cfg["num_layers"], batch, sv, A), ctx=r(batch, L, cfg["text_dim"]),
+                mask=torch.tensor([[1, 1, 1, 1, 0]] * batch, dtype=torch.float32)[:, :L])
+
+
+# ----------------------------------------------------------------------------- float64 NumPy cross-check
+
+
+def np_step(W, cfg, lat, tau, vk, vv, C, mask, v1):
+    """Float64 step for one sample. W: name -> float64 array. lat [S,a], vk/vv [N,Sv,A], C [L,T], mask [L] bool."""
+    D, H, Dh, eps = cfg["hidden_dim"], cfg["num_heads"], cfg["attn_head_dim"], cfg["eps"]
+    S, Sv, half = lat.shape[0], vk.shape[1], Dh // 2
+
+    def lin(x, n):
+        return x @ W[n + ".weight"].T + W[n + ".bias"]
+
+    def ln(x):
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+
+    def rms(x, g):
+        return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * g
+
+    def gelu(x):
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
+    def attn(q, k, v, allowed):
+        out = np.empty_like(q)
+        for h in range(H):
+            sl = slice(h * Dh, (h + 1) * Dh)
+            s = q[:, sl] @ k[:, sl].T / math.sqrt(Dh)
+            s[:, ~allowed] = -np.inf
+            p = np.exp(s - s.max(-1, keepdims=True))
+            out[:, sl] = (p / p.sum(-1, keepdims=True)) @ v[:, sl]
+        return out
+
+    # rotate-half RoPE on P-permuted heads (even indices first, then odd)
+    P = np.concatenate([h * Dh + np.r_[np.arange(0, Dh, 2), np.arange(1, Dh, 2)] for h in range(H)])
+    ang = np.arange(S)[:, None] * 10000.0 ** (-2.0 * np.arange(half) / Dh)[None, :]
+    cs, sn = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):
+        x = x.reshape(S, H, Dh)
+        x1, x2 = x[..., :half], x[..., half:]
+        return np.concatenate([x1 * cs - x2 * sn, x1 * sn + x2 * cs], -1).reshape(S, H * Dh)
+
+    hf = cfg["freq_dim"] // 2
+    e = np.concatenate([np.cos(tau * 10000.0 ** (-np.arange(hf) / hf)), np.sin(tau * 10000.0 ** (-np.arange(hf) / hf))])
+    tm = lin(silu(lin(silu(lin(e, "time_embedding.0")), "time_embedding.2")), "time_projection.1").reshape(6, D)
+    x = lin(lat, "action_encoder")
+    ctx = lin(gelu(lin(C, "text_embedding.0")), "text_embedding.2")
+    allowed_self = np.r_[np.arange(Sv) < v1, np.ones(S, bool)]
+    for l in range(cfg["num_layers"]):
+        b = f"blocks.{l}."
+        M = W[b + "modulation"][0] + tm
+        h = ln(x) * (1 + M[1]) + M[0]
+        sa = b + "self_attn."
+        q = rope(rms(h @ W[sa + "q.weight"][P].T + W[sa + "q.bias"][P], W[sa + "norm_q.weight"][P]))
+        k = rope(rms(h @ W[sa + "k.weight"][P].T + W[sa + "k.bias"][P], W[sa + "norm_k.weight"][P]))
+        v = lin(h, sa + "v")
+        o = attn(q, np.concatenate([vk[l][:, P], k]), np.concatenate([vv[l], v]), allowed_self)
+        x = x + M[2] * lin(o, sa + "o")
+        ca = b + "cross_attn."
+        y = ln(x) * W[b + "norm3.weight"] + W[b + "norm3.bias"]
+        qc = rms(lin(y, ca + "q"), W[ca + "norm_q.weight"])
+        kc = rms(lin(ctx, ca + "k"), W[ca + "norm_k.weight"])
+        x = x + lin(attn(qc, kc, lin(ctx, ca + "v"), mask), ca + "o")
+        h2 = ln(x) * (1 + M[4]) + M[3]
+        x = x + M[5] * lin(gelu(lin(h2, b + "ffn.0")), b + "ffn.2")
+    return lin(x, "head")
+
+
+def np_weights(sd, prefix=""):
+    return {k[len(prefix):]: v.to(torch.float64).numpy() for k, v in sd.items()}
+
+
+# ----------------------------------------------------------------------------- spec values
+
+
+def test_sinusoid_sanity():
+    e = sinusoid(torch.tensor([1000.0]), 256)[0]
+    assert e.dtype == torch.float32
+    want = {0: 0.5623791, 1: 0.7896147, 2: 0.4399539, 128: 0.8268796, 129: 0.6136029, 130: -0.8980204,
+            127: 0.9942316, 255: 0.1072541}
+    for i, v in want.items():
+        assert abs(float(e[i]) - v) < 5e-7, (i, float(e[i]), v)
+
+
+def test_param_counts():
+    m = ActionExpert(TINY_CONFIG)
+    sd = m.state_dict()
+    assert len(sd) == 14 + 27 * 2, len(sd)
+    assert sum(v.numel() for v in sd.values()) == 120_647
+    assert param_count(TINY_CONFIG) == (52_807, 33_920, 120_647)
+    assert list(sd["blocks.0.self_attn.q.weight"].shape) == [32, 64]
+    assert list(sd["time_projection.1.weight"].shape) == [384, 64]
+    assert list(sd["blocks.1.modulation"].shape) == [1, 6, 64]
+    assert list(sd["blocks.0.self_attn.norm_q.weight"].shape) == [32]
+    # section 11 caveat: Dh = 24 gives 42,272 per block and 137,351 overall
+    cfg24 = dict(TINY_CONFIG, attn_head_dim=24)
+    assert sum(v.numel() for v in ActionExpert(cfg24).state_dict().values()) == 137_351
+    assert param_count(cfg24)[1] == 42_272
+
+    full = ActionExpert(DEFAULT_CONFIG, device="meta").state_dict()
+    assert len(full) == 824, len(full)
+    assert sum(v.numel() for v in full.values()) == 1_020_886_023
+    assert param_count(DEFAULT_CONFIG) == (12_870_663, 33_600_512, 1_020_886_023)
+    assert list(full["time_projection.1.weight"].shape) == [6144, 1024]
+    assert list(full["blocks.29.cross_attn.k.weight"].shape) == [3072, 1024]
+    assert list(full["head.weight"].shape) == [7, 1024]
+    assert not any(k.startswith("blocks.0.norm1") or k.startswith("blocks.0.norm2") for k in full)
+
+
+def test_schedule():
+    s10 = schedule(10, 5.0)
+    assert s10.dtype == torch.float32 and s10.shape == (11,)
+    assert float(s10[0]) == 1.0 and float(s10[-1]) == 0.0
+    taus = [1000, 978.261, 952.381, 921.053, 882.353, 833.333, 769.231, 681.818, 555.556, 357.143]
+    deltas = [-0.0217391, -0.0258799, -0.0313284, -0.0386997, -0.0490196, -0.0641025, -0.0874126, -0.126263,
+              -0.198413, -0.357143]
+    for k in range(10):
+        assert abs(float(s10[k] * 1000) - taus[k]) < 1e-3, (k, float(s10[k] * 1000))
+        assert abs(float(s10[k + 1] - s10[k]) - deltas[k]) < 1e-6, (k, float(s10[k + 1] - s10[k]))
+    s20 = schedule(20, 5.0)
+    taus20 = [1000, 989.583, 978.261, 965.909, 952.381, 937.5, 921.053, 902.778, 882.353, 859.375, 833.333,
+              803.571, 769.231, 729.167, 681.818, 625, 555.556, 468.75, 357.143, 208.333]
+    for k in range(20):
+        assert abs(float(s20[k] * 1000) - taus20[k]) < 1e-3, (k, float(s20[k] * 1000))
+    assert float(s20[-1]) == 0.0
+
+
+# ----------------------------------------------------------------------------- behaviour of the step
+
+
+def test_step_matches_float64_rotate_half():
+    m, x = tiny_model(), tiny_inputs()
+    W = np_weights(m.state_dict())
+    with torch.no_grad():
+        for v1 in (8, 4):
+            for tau in (1000.0, 952.38, 37.5):
+                got = m(x["latents"], torch.tensor([tau]), x["vk"], x["vv"], x["ctx"], x["mask"], v1)[0].numpy()
+                want = np_step(W, TINY_CONFIG, x["latents"][0].double().numpy(), float(np.float32(tau)),
+                               x["vk"][:, 0].double().numpy(), x["vv"][:, 0].double().numpy(),
+                               x["ctx"][0].double().numpy(), x["mask"][0].numpy() != 0, v1)
+                c = cosine(got, want)
+                d = float(np.abs(got - want).max())
+                assert c > 1 - 1e-10 and d < 1e-4, (v1, tau, c, d)
+
+
+def test_prepare_step_equals_forward_and_batches():
+    m, x = tiny_model(), tiny_inputs(batch=2)
+    tau = torch.tensor([1000.0, 500.0])
+    with torch.no_grad():
+        chunk = m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"], 8)
+        both = m.step(x["latents"], tau, chunk)
+        for b in range(2):
+            one = m(x["latents"][b:b + 1], tau[b:b + 1], x["vk"][:, b:b + 1], x["vv"][:, b:b + 1],
+                    x["ctx"][b:b + 1], x["mask"][b:b + 1], 8)
+            assert torch.allclose(one[0], both[b], atol=1e-5, rtol=0), float((one[0] - both[b]).abs().max())
+        # a bool mask and the float contract give the same answer; None/0 mean all video visible
+        a = m(x["latents"], tau, x["vk"], x["vv"], x["ctx"], x["mask"] != 0, None)
+        assert torch.equal(a, both)
+
+
+def test_masked_inputs_are_ignored_and_visible_ones_are_not():
+    m, x = tiny_model(), tiny_inputs()
+    t = torch.tensor([952.38])
+    with torch.no_grad():
+        base = m(x["latents"], t, x["vk"], x["vv"], x["ctx"], x["mask"], 4)
+        ctx2 = x["ctx"].clone()
+        ctx2[0, 4] += 3.0  # masked context token
+        assert torch.equal(m(x["latents"], t, x["vk"], x["vv"], ctx2, x["mask"], 4), base)
+        vk2, vv2 = x["vk"].clone(), x["vv"].clone()
+        vk2[:, :, 4:] += 3.0  # video tokens beyond V1 = 4
+        vv2[:, :, 4:] -= 3.0
+        assert torch.equal(m(x["latents"], t, vk2, vv2, x["ctx"], x["mask"], 4), base)
+        # ... but they matter when they are visible / attendable
+        assert cosine(m(x["latents"], t, vk2, vv2, x["ctx"], x["mask"], 8), m(x["latents"], t, x["vk"], x["vv"], x["ctx"], x["mask"], 8)) < 0.9999
+        ctx3 = x["ctx"].clone()
+        ctx3[0, 0] += 3.0
+        assert cosine(m(x["latents"], t, x["vk"], x["vv"], ctx3, x["mask"], 4), base) < 0.9999
+        assert cosine(m(x["latents"], t, x["vk"], x["vv"], x["ctx"], torch.ones_like(x["mask"]), 4), base) < 0.9999
+
+
+def test_bad_inputs_rejected():
+    m, x = tiny_model(), tiny_inputs()
+    bad = [
+        lambda: m.prepare_chunk(x["vk"][:1], x["vv"][:1], x["ctx"], x["mask"], 8),
+        lambda: m.prepare_chunk(x["vk"], x["vv"][:, :, :7], x["ctx"], x["mask"], 8),
+        lambda: m.prepare_chunk(x["vk"], x["vv"], x["ctx"][:, :, :31], x["mask"], 8),
+        lambda: m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"][:, :4], 8),
+        lambda: m.prepare_chunk(x["vk"], x["vv"], x["ctx"], torch.zeros_like(x["mask"]), 8),
+        lambda: m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"], 9),
+        lambda: m.step(x["latents"][:, :31], torch.tensor([1000.0]),
+                       m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"], 8)),
+        lambda: ActionExpert(dict(TINY_CONFIG, attn_head_dim=15)),
+        lambda: ActionExpert({k: v for k, v in TINY_CONFIG.items() if k != "eps"}),
+        lambda: schedule(0, 5.0),
+    ]
+    for i, f in enumerate(bad):
+        try:
+            f()
+        except ValueError:
+            continue
+        raise AssertionError(f"bad input {i} was accepted")
+
+
+def test_denoise_loop():
+    m, x = tiny_model(), tiny_inputs()
+    W = np_weights(m.state_dict())
+    with torch.no_grad():
+        chunk = m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"], 8)
+        r = denoise(m, x["latents"], chunk, 10, 5.0)
+        assert r.preds.shape == (10, 1, 32, 7) and r.latents.shape == (10, 1, 32, 7)
+        assert torch.equal(r.preds[0], m.step(x["latents"], torch.tensor([1000.0]), chunk))
+        assert torch.equal(r.latents[-1], r.actions)
+    # float64 loop on the same float32 schedule
+    lat = x["latents"][0].double().numpy()
+    sig = r.sigmas.numpy()
+    args = (x["vk"][:, 0].double().numpy(), x["vv"][:, 0].double().numpy(), x["ctx"][0].double().numpy(),
+            x["mask"][0].numpy() != 0, 8)
+    for k in range(10):
+        lat = lat + np_step(W, TINY_CONFIG, lat, float(np.float32(sig[k] * np.float32(1000))), *args) * float(sig[k + 1] - sig[k])
+    c = cosine(r.actions[0].numpy(), lat)
+    assert c > 1 - 1e-9, c
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def test_safetensors_roundtrip():
+    g = torch.Generator().manual_seed(3)
+    ts = {"b": torch.randn(3, 5, generator=g), "a": torch.randn(7, generator=g).bfloat16(),
+          "c": torch.randn(2, 2, generator=g).half()}
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "x.safetensors")
+        write_safetensors(p, ts, {"k": "v"})
+        with open(p, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            header = json.loads(fh.read(n))
+        assert n % 8 == 0
+        assert header["__metadata__"] == {"k": "v"}
+        assert header["a"]["dtype"] == "BF16" and header["c"]["dtype"] == "F16" and header["b"]["dtype"] == "F32"
+        assert header["b"]["data_offsets"] == [0, 60] and header["a"]["data_offsets"] == [60, 74]
+        back, meta = read_safetensors(p)
+        assert meta == {"k": "v"} and list(back) == ["b", "a", "c"]
+        for k in ts:
+            assert back[k].dtype == ts[k].dtype and torch.equal(back[k], ts[k]), k
+
+
+def test_golden_files():
+    if not os.path.isdir(TINY_DIR):
+        print("  (golden/tiny missing: run make_golden.py; skipped)")
+        return
+    with open(os.path.join(TINY_DIR, "config.json")) as fh:
+        cfg = json.load(fh)
+    assert cfg == TINY_CONFIG
+    f32, meta = read_safetensors(os.path.join(TINY_DIR, "weights.safetensors"))
+    assert json.loads(meta["fastwam_config"]) == cfg
+    assert len(f32) == 68 and all(t.dtype == torch.float32 for t in f32.values())
+    assert set(f32) == set(ActionExpert(cfg).state_dict())
+    bf, meta_bf = read_safetensors(os.path.join(TINY_DIR, "weights_bf16.safetensors"))
+    assert json.loads(meta_bf["fastwam_config"]) == cfg
+    assert set(bf) == {"mixtures.action." + k for k in f32}
+    hf, _ = read_safetensors(os.path.join(TINY_DIR, "weights_f16.safetensors"))
+    assert set(hf) == set(f32)
+    for k, v in f32.items():
+        assert bf["mixtures.action." + k].dtype == torch.bfloat16 and torch.equal(bf["mixtures.action." + k], v.bfloat16())
+        assert hf[k].dtype == torch.float16 and torch.equal(hf[k], v.half())
+    # the gains and modulations really are randomised (section 11)
+    assert float((f32["blocks.0.self_attn.norm_q.weight"] - 1).abs().max()) > 0.05
+    assert float(f32["blocks.1.modulation"].abs().max()) > 0.1
+
+    W = {k: v.double().numpy() for k, v in f32.items()}
+    Wbf = np_weights(bf, "mixtures.action.")
+    Whf = np_weights(hf)
+    for case, v1 in (("all", 8), ("first4", 4)):
+        z = np.load(os.path.join(TINY_DIR, f"case_{case}.npz"))
+        shapes = {"latents_action": (1, 32, 7), "timestep": (1,), "video_keys": (2, 1, 8, 32),
+                  "video_values": (2, 1, 8, 32), "context": (1, 5, 32), "context_mask": (1, 5),
+                  "pred_noise": (1, 32, 7), "visible_video": (1,), "step_timesteps": (4,),
+                  "step_latents": (4, 1, 32, 7), "step_pred": (4, 1, 32, 7), "loop_init_noise": (1, 32, 7),
+                  "loop_sigmas": (11,), "loop_pred": (10, 1, 32, 7), "loop_latents": (10, 1, 32, 7),
+                  "loop_actions": (1, 32, 7), "pred_noise_bf16": (1, 32, 7), "loop_actions_bf16": (1, 32, 7),
+                  "pred_noise_f16": (1, 32, 7), "loop_actions_f16": (1, 32, 7), "pred_noise_unmasked": (1, 32, 7)}
+        for k, s in shapes.items():
+            assert z[k].shape == s, (case, k, z[k].shape)
+            assert z[k].dtype == (np.int64 if k == "visible_video" else np.float32), (case, k, z[k].dtype)
+        assert int(z["visible_video"][0]) == v1 and float(z["timestep"][0]) == 1000.0
+        assert z["context_mask"].tolist() == [[1, 1, 1, 1, 0]]
+        assert np.allclose(z["step_timesteps"], [1000, 952.38, 500, 37.5])
+        assert np.array_equal(z["loop_sigmas"], schedule(10, 5.0).numpy())
+        common = (z["video_keys"][:, 0].astype(np.float64), z["video_values"][:, 0].astype(np.float64),
+                  z["context"][0].astype(np.float64), z["context_mask"][0] != 0, v1)
+        checks = [(z["pred_noise"][0], np_step(W, cfg, z["latents_action"][0].astype(np.float64), 1000.0, *common))]
+        for i in range(4):
+            checks.append((z["step_pred"][i, 0], np_step(W, cfg, z["step_latents"][i, 0].astype(np.float64),
+                                                        float(z["step_timesteps"][i]), *common)))
+        checks.append((z["pred_noise_bf16"][0], np_step(Wbf, cfg, z["latents_action"][0].astype(np.float64), 1000.0, *common)))
+        checks.append((z["pred_noise_f16"][0], np_step(Whf, cfg, z["latents_action"][0].astype(np.float64), 1000.0, *common)))
+        unmasked = common[:3] + (np.ones(5, bool), v1)
+        checks.append((z["pred_noise_unmasked"][0], np_step(W, cfg, z["latents_action"][0].astype(np.float64), 1000.0, *unmasked)))
+        for j, (got, want) in enumerate(checks):
+            assert cosine(got, want) > 1 - 1e-10 and np.abs(got - want).max() < 1e-4, (case, j, cosine(got, want))
+        # the loop: each recorded step is consistent with the recorded latents and schedule
+        sig = z["loop_sigmas"]
+        lat = z["loop_init_noise"][0].astype(np.float64)
+        for k in range(10):
+            p = np_step(W, cfg, z["loop_latents"][k - 1, 0].astype(np.float64) if k else lat,
+                        float(np.float32(sig[k] * np.float32(1000))), *common)
+            assert cosine(z["loop_pred"][k, 0], p) > 1 - 1e-9, (case, k)
+            lat = lat + p * float(sig[k + 1] - sig[k])
+            assert cosine(z["loop_latents"][k, 0], lat) > 1 - 1e-9, (case, k)
+        assert np.array_equal(z["loop_actions"], z["loop_latents"][-1])
+        assert cosine(z["loop_actions_bf16"], z["loop_actions"]) > 0.999
+        assert cosine(z["loop_actions_f16"], z["loop_actions"]) > 0.99999
+        assert cosine(z["pred_noise"], z["pred_noise_unmasked"]) < 0.9999
+    za, z4 = (np.load(os.path.join(TINY_DIR, f"case_{c}.npz")) for c in ("all", "first4"))
+    assert cosine(za["pred_noise"], z4["pred_noise"]) < 0.9999
+
+
+# ----------------------------------------------------------------------------- exporter
+
+
+def run_export(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = export_checkpoint.main(argv)
+    return rc, err.getvalue()
+
+
+def test_export_checkpoint():
+    m = tiny_model(seed=7)
+    sd = m.state_dict()
+    g = torch.Generator().manual_seed(8)
+    mot = {"mixtures.action." + k: v.bfloat16() for k, v in sd.items()}
+    mot["mixtures.video.blocks.0.self_attn.q.weight"] = torch.randn(4, 4, generator=g).bfloat16()
+    payload = {"mot": mot, "proprio_encoder": {"weight": torch.randn(32, 8, generator=g), "bias": torch.zeros(32)},
+               "step": 123}
+    with tempfile.TemporaryDirectory() as d:
+        ckpt = os.path.join(d, "fastwam.pt")
+        torch.save(payload, ckpt)
+
+        # keep: bf16 out, config inferred (heads given: 32 = 2*16 is not the default 24*128)
+        out = os.path.join(d, "keep", "action_expert.safetensors")
+        rc, err = run_export([ckpt, "-o", out, "--num-heads", "2"])
+        assert rc == 0, err
+        back, meta = read_safetensors(out)
+        assert json.loads(meta["fastwam_config"]) == TINY_CONFIG, meta
+        with open(os.path.join(d, "keep", "config.json")) as fh:
+            assert json.load(fh) == TINY_CONFIG
+        assert list(back) == list(sd)  # section 1 order, no prefix
+        for k, v in sd.items():
+            assert back[k].dtype == torch.bfloat16 and torch.equal(back[k], v.bfloat16()), k
+
+        # f32 through the CLI (a real process and exit status), config from a JSON file
+        cfgfile = os.path.join(d, "cfg.json")
+        with open(cfgfile, "w") as fh:
+            json.dump({"action_dit_config": {"num_heads": 2, "attn_head_dim": 16, "eps": 1e-6}}, fh)
+        out32 = os.path.join(d, "f32", "action_expert.safetensors")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "export_checkpoint.py"), ckpt, "-o", out32,
+                            "--config", cfgfile, "--dtype", "f32"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        back32, _ = read_safetensors(out32)
+        for k, v in sd.items():
+            assert back32[k].dtype == torch.float32 and torch.equal(back32[k], v.bfloat16().float()), k
+
+        # a plain ActionDiT state dict in f32, exported to f16
+        plain = os.path.join(d, "plain.pt")
+        torch.save(sd, plain)
+        out16 = os.path.join(d, "f16", "action_expert.safetensors")
+        rc, err = run_export([plain, "-o", out16, "--attn-head-dim", "16", "--dtype", "f16"])
+        assert rc == 0, err
+        back16, _ = read_safetensors(out16)
+        assert all(torch.equal(back16[k], v.half()) for k, v in sd.items())
+
+        # heads not given and not the default: refused with a hint
+        rc, err = run_export([ckpt, "-o", os.path.join(d, "x.safetensors")])
+        assert rc == 1 and "--num-heads" in err, err
+
+        # conflicting explicit config
+        rc, err = run_export([ckpt, "-o", os.path.join(d, "x.safetensors"), "--num-heads", "2", "--hidden-dim", "128"])
+        assert rc == 1 and "hidden_dim: configured 128 but the checkpoint has 64" in err, err
+        rc, err = run_export([ckpt, "-o", os.path.join(d, "x.safetensors"), "--num-heads", "4", "--attn-head-dim", "16"])
+        assert rc == 1 and "num_heads*attn_head_dim" in err, err
+
+        # missing, extra and misshaped keys are all reported by name
+        bad = dict(mot)
+        del bad["mixtures.action.blocks.1.ffn.2.bias"]
+        bad["mixtures.action.blocks.0.norm1.weight"] = torch.ones(64)
+        bad["mixtures.action.blocks.0.cross_attn.norm_k.weight"] = torch.ones(31)
+        badp = os.path.join(d, "bad.pt")
+        torch.save({"mot": bad}, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", "2"])
+        assert rc == 1, err
+        assert "missing: blocks.1.ffn.2.bias [64]" in err, err
+        assert "extra: blocks.0.norm1.weight" in err, err
+        assert "misshaped: blocks.0.cross_attn.norm_k.weight is [31], want [32]" in err, err
+        assert not os.path.exists(os.path.join(d, "bad", "a.safetensors"))
+
+        # a missing block is caught by the layer count and the key check
+        two = {k: v for k, v in mot.items() if not k.startswith("mixtures.action.blocks.1.")}
+        torch.save({"mot": two}, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", "2", "--num-layers", "2"])
+        assert rc == 1 and "num_layers: configured 2 but the checkpoint has 1" in err, err
+
+        # non-finite values and float64 with --dtype keep
+        nan = dict(mot)
+        nan["mixtures.action.head.bias"] = torch.full((7,), float("nan"))
+        torch.save({"mot": nan}, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", "2"])
+        assert rc == 1 and "non-finite values: head.bias" in err, err
+        f64 = {k: v.double() for k, v in sd.items()}
+        torch.save(f64, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", "2"])
+        assert rc == 1 and "--dtype keep" in err, err
+        rc, err = run_export([badp, "-o", os.path.join(d, "ok64", "a.safetensors"), "--num-heads", "2", "--dtype", "f32"])
+        assert rc == 0, err
+
+        # not a Fast-WAM checkpoint / ambiguous prefix
+        torch.save({"mot": {"mixtures.video.x": torch.zeros(1)}}, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors")])
+        assert rc == 1 and "action_encoder.weight" in err, err
+        amb = dict(mot)
+        amb["mixtures.other.action_encoder.weight"] = torch.zeros(64, 7)
+        torch.save({"mot": amb}, badp)
+        rc, err = run_export([badp, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", "2"])
+        assert rc == 1 and "--prefix" in err, err
+        rc, err = run_export([badp, "-o", os.path.join(d, "pre", "a.safetensors"), "--num-heads", "2",
+                              "--prefix", "mixtures.action."])
+        assert rc == 0, err
+
+
+def main():
+    torch.set_num_threads(1)
+    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
+    failed = 0
+    for name, f in tests:
+        try:
+            f()
+            print(f"ok   {name}")
+        except Exception:  # noqa: BLE001 - report every failing test, then exit non-zero
+            failed += 1
+            import traceback
+            print(f"FAIL {name}")
+            traceback.print_exc()
+    print(f"{len(tests) - failed}/{len(tests)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
