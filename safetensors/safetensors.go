@@ -175,7 +175,7 @@ func check(name string, e entry, dataLen int64) (Info, error) {
 			return Info{}, fmt.Errorf("tensor %q: negative dimension in shape %v", name, e.Shape)
 		}
 		if d > 0 && numel > dataLen/es/d {
-			return Info{}, fmt.Errorf("tensor %q: shape %v of %s is larger than the %d-byte data section", name, e.Shape, e.DType, dataLen)
+			return Info{}, fmt.Errorf("tensor %q: shape %v of %s is larger than the %d-byte data section (truncated file?)", name, e.Shape, e.DType, dataLen)
 		}
 		numel *= d
 		shape[i] = int(d)
