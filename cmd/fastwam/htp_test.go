@@ -1,0 +1,104 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/qnnfake"
+)
+
+// fakeContext writes a context binary of the QNN test double holding the
+// action_step graph sized like the tiny golden, and a bundle-format golden
+// whose reference prediction is the double's output for the golden inputs.
+func fakeContext(t *testing.T) (lib *qnnfake.Lib, ctxPath, goldenPath string) {
+	t.Helper()
+	lib = qnnfake.New(t, qnnfake.Variant{})
+	c, err := golden.LoadTiny("tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := expert.Dims{Layers: c.Layers, Heads: 2, HeadDim: c.AttnWidth / 2, VideoTokens: c.VideoTokens,
+		ContextTokens: c.ContextTokens, TextDim: c.TextDim, ActionTokens: c.ActionTokens, ActionDim: c.ActionDim}
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)
+	ctxPath = filepath.Join(t.TempDir(), "action_step.bin")
+	if err := os.WriteFile(ctxPath, qnnfake.Binary{SocModel: 77, Arch: 73, BuildID: "fake-build", Graphs: []qnnfake.Graph{g}}.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mask := make([]float32, len(c.Chunk.ContextMask))
+	for i, m := range c.Chunk.ContextMask {
+		if m {
+			mask[i] = 1
+		}
+	}
+	want := qnnfake.Expected(g, [][]float32{c.Latents, {c.Timestep}, c.Chunk.VideoKeys, c.Chunk.VideoValues, c.Chunk.Context, mask})[0]
+	goldenPath = filepath.Join(t.TempDir(), "action_step_io.npz")
+	arrays := []npyArray{
+		{"latents_action", []int{1, c.ActionTokens, c.ActionDim}, c.Latents},
+		{"timestep", []int{1}, []float32{c.Timestep}},
+		{"video_keys", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoKeys},
+		{"video_values", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoValues},
+		{"context", []int{1, c.ContextTokens, c.TextDim}, c.Chunk.Context},
+		{"context_mask", []int{1, c.ContextTokens}, mask},
+		{"pred_noise", []int{1, c.ActionTokens, c.ActionDim}, want},
+	}
+	if err := os.WriteFile(goldenPath, npzBytes(t, arrays), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return lib, ctxPath, goldenPath
+}
+
+// TestParityHTPOnTestDouble runs parity through qnnrt and the HTP backend
+// against the QNN test double: the double's output for the golden inputs is
+// the reference, so every input must be wired right to pass.
+func TestParityHTPOnTestDouble(t *testing.T) {
+	lib, ctxPath, goldenPath := fakeContext(t)
+	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "2"}
+	code, out, stderr := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"backend htp", "shared rpcmem buffers", "perf burst", "profiled execute ms", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// Without rpcmem the backend falls back to RAW buffers, says so, and
+	// still passes.
+	lib.SetRPCMemAvailable(false)
+	code, out, stderr = runCmd(t, args...)
+	if code != 0 || !strings.Contains(out, "RAW buffers") || !strings.Contains(stderr, "htp:") {
+		t.Fatalf("fallback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if code, _, stderr := runCmd(t, "parity", "-backend", "htp", "-golden", goldenPath); code != 2 || !strings.Contains(stderr, "-context") {
+		t.Errorf("missing -context: exit %d, %s", code, stderr)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	lib, ctxPath, _ := fakeContext(t)
+	code, out, stderr := runCmd(t, "inspect", "-system-lib", lib.Path, ctxPath)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"action_step", "latents_action", "video_keys", "pred_noise", "fake-build"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("listing lacks %q:\n%s", want, out)
+		}
+	}
+	t.Log(out)
+	bad := filepath.Join(t.TempDir(), "bad.bin")
+	os.WriteFile(bad, []byte("not a context binary at all, sorry"), 0o644)
+	if code, _, stderr := runCmd(t, "inspect", "-system-lib", lib.Path, bad); code == 0 || stderr == "" {
+		t.Errorf("bad binary: exit %d %s", code, stderr)
+	} else {
+		t.Log(stderr)
+	}
+	if code, _, _ := runCmd(t, "inspect"); code != 2 {
+		t.Errorf("no argument: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/expert/htp"
+	"github.com/fastwam/actionexpert/qnnrt"
+)
+
+// htpFlags are the HTP backend's options, as flags.
+type htpFlags struct {
+	context    string
+	graph      string
+	backendLib string
+	systemLib  string
+	rpcmemLib  string
+	adspPath   string
+	perf       string
+	profile    bool
+	shared     bool
+	logLevel   int
+	headDim    int
+	stderr     io.Writer
+}
+
+func (f *htpFlags) register(fs *flag.FlagSet) {
+	f.stderr = fs.Output()
+	fs.StringVar(&f.context, "context", "", "HTP backend: the action_step context binary (ctx/action_step.bin of the bundle)")
+	fs.StringVar(&f.graph, "graph", htp.DefaultGraphName, "HTP backend: graph name inside the context binary")
+	fs.StringVar(&f.backendLib, "backend-lib", qnnrt.DefaultBackendLib, "HTP backend: QNN backend library (path or soname)")
+	fs.StringVar(&f.systemLib, "system-lib", qnnrt.DefaultSystemLib, "QNN system library (path or soname)")
+	fs.StringVar(&f.rpcmemLib, "rpcmem-lib", qnnrt.DefaultRPCMemLib, "HTP backend: library with rpcmem_alloc (shared buffers)")
+	fs.StringVar(&f.adspPath, "adsp-path", "", "HTP backend: ADSP_LIBRARY_PATH for the DSP skel libraries (default: keep the environment's, else the backend library's directory)")
+	fs.StringVar(&f.perf, "perf", "burst", "HTP backend: performance vote: burst, high_performance, balanced, power_saver or default")
+	fs.BoolVar(&f.profile, "profile", true, "HTP backend: profile every execute (basic level) and print device execute times")
+	fs.BoolVar(&f.shared, "shared-buffers", true, "HTP backend: keep the per-chunk inputs in registered rpcmem buffers (falls back to RAW buffers when unavailable)")
+	fs.IntVar(&f.headDim, "head-dim", htp.DefaultHeadDim, "HTP backend: attention head width used to read the key width as heads x head dim")
+	fs.IntVar(&f.logLevel, "qnn-log-level", 0, "HTP backend: QNN log level, 1 (error) to 5 (debug); 0 keeps warnings")
+}
+
+func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
+	if f.context == "" {
+		return nil, "", usageError("-backend htp needs -context <action_step context binary>")
+	}
+	mode, err := qnnrt.ParsePerfMode(f.perf)
+	if err != nil {
+		return nil, "", usageError("-perf: %v", err)
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(f.stderr, "htp: "+format+"\n", args...) }
+	b, err := htp.New(ctx, htp.Options{
+		ContextPath: f.context, GraphName: f.graph,
+		BackendLib: f.backendLib, SystemLib: f.systemLib, RPCMemLib: f.rpcmemLib,
+		ADSPLibraryPath: f.adspPath, PerfMode: mode, Profiling: f.profile,
+		SharedBuffers: f.shared, LogLevel: f.logLevel, Logf: logf, HeadDim: f.headDim,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	buffers := "RAW buffers"
+	if b.SharedBuffers() {
+		buffers = "shared rpcmem buffers"
+	}
+	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", f.context, mode, buffers), nil
+}
+
+// htpTimed exposes the HTP backend's profiled execute times to parity.
+type htpTimed struct{ *htp.Backend }
+
+// ExecuteTimes returns the device execute time of the last chunk's steps.
+func (h htpTimed) ExecuteTimes() []time.Duration {
+	ts, ok := h.Profile()
+	if !ok {
+		return nil
+	}
+	return ts
+}
+
+func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("inspect", stderr, "[flags] <context.bin>\n\nLists the graphs of a QNN context binary with their input and output tensors\n(name, type, shape, quantisation) and the SoC, architecture and build ids.")
+	systemLib := fs.String("system-lib", qnnrt.DefaultSystemLib, "QNN system library (path or soname)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return usageError("want exactly one context binary, got %d arguments", fs.NArg())
+	}
+	if _, err := os.Stat(fs.Arg(0)); err != nil {
+		return err
+	}
+	return qnnrt.Inspect(stdout, fs.Arg(0), qnnrt.Options{SystemPath: *systemLib})
+}

@@ -1,0 +1,116 @@
+// Command fastwam is the command-line companion of the Fast-WAM action-expert
+// node: parity checks of a backend against golden data, inspection of QNN
+// context binaries, benchmarks, and rosbag replay. It is free of cgo, so
+//
+//	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build ./cmd/fastwam
+//
+// gives one static binary to copy to the robot; QNN and OpenBLAS are loaded
+// at run time.
+//
+// Usage:
+//
+//	fastwam parity   [flags]            compare a backend with a golden (default: the embedded tiny golden on the CPU)
+//	fastwam inspect  <context.bin>      list the graphs and tensors of a QNN context binary
+//	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
+//	fastwam help     [command]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"parity", "compare a backend with golden data; exits 1 below the cosine gate", runParity},
+		{"inspect", "list the graphs and tensors of a QNN context binary", runInspect},
+		{"bench", "measure the CPU backend (and PyTorch, for the ratio)", runBench},
+	}
+}
+
+// exitError carries a process exit code through the error chain.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			args = []string{args[1], "-h"}
+		} else {
+			usage(stderr)
+			if len(args) == 0 {
+				return 2
+			}
+			return 0
+		}
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		}
+		fmt.Fprintf(stderr, "fastwam %s: %v\n", c.name, err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		return 1
+	}
+	fmt.Fprintf(stderr, "fastwam: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: fastwam <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'fastwam <command> -h' for the flags of a command.")
+}
+
+// newFlags makes a flag set that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("fastwam "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fastwam %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// usageError marks bad command-line use (exit code 2).
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/golden"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestParityDefaultPasses(t *testing.T) {
+	code, out, stderr := runCmd(t, "parity")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"embedded tiny/case_all.npz", "embedded tiny/case_first4.npz",
+		"single step, timestep 1000", "full loop, 10 steps: final actions", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestParityCorruptGolden(t *testing.T) {
+	b, err := fs.ReadFile(golden.Tiny(), "tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(b)
+	bad[len(bad)/2] ^= 0xff // inside an array's data: the zip checksum breaks
+	path := filepath.Join(t.TempDir(), "bad.npz")
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, "parity", "-golden", path, "-weights", tinyWeightsFile(t))
+	if code == 0 {
+		t.Fatal("corrupted golden passed")
+	}
+	if !strings.Contains(stderr, "bad.npz") {
+		t.Errorf("error does not name the file: %s", stderr)
+	}
+	t.Log(stderr)
+
+	if err := os.WriteFile(path, b[:len(b)/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, "parity", "-golden", path, "-weights", tinyWeightsFile(t)); code == 0 {
+		t.Fatal("truncated golden passed")
+	} else {
+		t.Log(stderr)
+	}
+}
+
+// writeBundleGolden writes a golden in the device bundle's format (the six
+// inputs and pred_noise only); tamper changes one recorded action row.
+func writeBundleGolden(t *testing.T, tamper bool) string {
+	t.Helper()
+	c, err := golden.LoadTiny("tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred := slices.Clone(c.Pred)
+	if tamper {
+		for i := range c.ActionDim {
+			pred[i] += 3
+		}
+	}
+	mask := make([]float32, len(c.Chunk.ContextMask))
+	for i, m := range c.Chunk.ContextMask {
+		if m {
+			mask[i] = 1
+		}
+	}
+	n := c.ActionTokens
+	arrays := []npyArray{
+		{"latents_action", []int{1, n, c.ActionDim}, c.Latents},
+		{"timestep", []int{1}, []float32{c.Timestep}},
+		{"video_keys", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoKeys},
+		{"video_values", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoValues},
+		{"context", []int{1, c.ContextTokens, c.TextDim}, c.Chunk.Context},
+		{"context_mask", []int{1, c.ContextTokens}, mask},
+		{"pred_noise", []int{1, n, c.ActionDim}, pred},
+	}
+	path := filepath.Join(t.TempDir(), "action_step_io.npz")
+	if err := os.WriteFile(path, npzBytes(t, arrays), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func tinyWeightsFile(t *testing.T) string {
+	t.Helper()
+	b, err := fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "weights.safetensors")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestParityBundleFormat runs a golden in the device bundle's format (no
+// loop data) and checks the gate both ways.
+func TestParityBundleFormat(t *testing.T) {
+	weights := tinyWeightsFile(t)
+	code, out, stderr := runCmd(t, "parity", "-golden", writeBundleGolden(t, false), "-weights", weights, "-chunks", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "no reference in the golden") {
+		t.Errorf("bundle-format run does not say the loop has no reference:\n%s", out)
+	}
+	code, out, stderr = runCmd(t, "parity", "-golden", writeBundleGolden(t, true), "-weights", weights, "-chunks", "1")
+	if code != 1 {
+		t.Fatalf("tampered prediction: exit %d, want 1\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "FAIL") || !strings.Contains(stderr, "below the 0.9999 gate") {
+		t.Errorf("tampered prediction not reported:\n%s\n%s", out, stderr)
+	}
+}
+
+func TestParityUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"parity", "-backend", "gpu"},
+		{"parity", "-golden", "x.npz"},
+		{"parity", "stray"},
+		{"nosuchcommand"},
+	} {
+		code, _, stderr := runCmd(t, args...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", args)
+		}
+		if stderr == "" {
+			t.Errorf("%v: no message", args)
+		}
+	}
+}
+
+type npyArray struct {
+	name  string
+	shape []int
+	data  []float32
+}
+
+// npzBytes writes arrays as numpy.savez does: one little-endian float32
+// .npy (format 1.0) member per array in a zip archive.
+func npzBytes(t *testing.T, arrays []npyArray) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	for _, a := range arrays {
+		shape := ""
+		for _, d := range a.shape {
+			shape += fmt.Sprintf("%d, ", d)
+		}
+		if len(a.shape) > 1 {
+			shape = strings.TrimSuffix(shape, ", ")
+		} else {
+			shape = strings.TrimSuffix(shape, " ")
+		}
+		hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", shape)
+		for (10+len(hdr)+1)%64 != 0 {
+			hdr += " "
+		}
+		hdr += "\n"
+		w, err := z.Create(a.name + ".npy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)), byte(len(hdr)>>8))
+		w.Write(head)
+		w.Write([]byte(hdr))
+		for _, v := range a.data {
+			binary.Write(w, binary.LittleEndian, math.Float32bits(v))
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,518 @@
+// Package htp is the Hexagon NPU step backend of the action expert: it runs
+// the offline-compiled action_step graph of a QNN context binary through
+// package qnnrt, resident for the life of the backend.
+//
+// New checks the graph's I/O against the step contract (names, ranks and
+// shapes from the binary's metadata) before loading it. BindChunk converts
+// the per-chunk constants (video keys and values, context, context mask)
+// into the graph's input buffers once per chunk, in registered shared
+// memory when available, so a Step moves only the latents and the timestep.
+// After a DSP subsystem restart (errors.Is(err, qnnrt.ErrSubsystemRestart))
+// Reload rebuilds the session and rebinds the last chunk.
+package htp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/qnnrt"
+)
+
+// DefaultGraphName is the graph the action-step context binary holds.
+const DefaultGraphName = "action_step"
+
+// maxStepTimes bounds the step timings kept per chunk.
+const maxStepTimes = 1000
+
+// DefaultHeadDim is the attention head width used to split the cached
+// key/value width into heads when Options.Dims is not given.
+const DefaultHeadDim = 128
+
+// Tensor names of the step contract.
+const (
+	NameLatents     = "latents_action"
+	NameTimestep    = "timestep"
+	NameVideoKeys   = "video_keys"
+	NameVideoValues = "video_values"
+	NameContext     = "context"
+	NameContextMask = "context_mask"
+	NamePrediction  = "pred_noise"
+)
+
+// Options configure the HTP backend.
+type Options struct {
+	// ContextPath is the action-step context binary (required).
+	ContextPath string
+	// GraphName is the graph to run. Default DefaultGraphName.
+	GraphName string
+	// BackendLib, SystemLib and RPCMemLib are the QNN backend, QNN system
+	// and rpcmem libraries (paths or names for the loader); empty means
+	// qnnrt's defaults (libQnnHtp.so, libQnnSystem.so, libcdsprpc.so).
+	BackendLib, SystemLib, RPCMemLib string
+	// ADSPLibraryPath, when set, is exported as ADSP_LIBRARY_PATH before
+	// the backend library is loaded.
+	ADSPLibraryPath string
+	// PerfMode is the HTP performance vote held while the backend is open.
+	PerfMode qnnrt.PerfMode
+	// Profiling records the device's execute time of every step.
+	Profiling bool
+	// SharedBuffers puts the per-chunk constants in registered rpcmem
+	// shared buffers; when that is unavailable the backend falls back to
+	// RAW buffers and reports it once through Logf and Warnings.
+	SharedBuffers bool
+	// Dims, when set, is the contract the graph must implement exactly
+	// (for example expert.FullDims()). Otherwise the contract is derived
+	// from the graph, splitting the key width into heads of HeadDim.
+	Dims *expert.Dims
+	// HeadDim is the head width used when Dims is nil. Default
+	// DefaultHeadDim.
+	HeadDim int
+	// LogLevel is the QNN log level (1 error .. 5 debug); 0 means warnings.
+	LogLevel int
+	// Logf receives warnings, such as the shared-buffer fallback.
+	Logf func(format string, args ...any)
+}
+
+// Backend runs the action_step graph on the HTP. It implements
+// expert.Backend; its methods are safe for concurrent use and executes are
+// serialised.
+type Backend struct {
+	opts Options
+	lib  *qnnrt.Library
+	dims expert.Dims
+
+	mu     sync.Mutex
+	closed bool
+	sess   *qnnrt.Session
+	graph  *qnnrt.Graph
+	shared bool
+	idx    ioIndex
+	in     [][]float32
+	out    [][]float32
+	tau    [1]float32
+	mask   []float32
+	chunk  *expert.Chunk
+	times  []qnnrt.Timing
+}
+
+// ioIndex is the execute position of each contract tensor in the graph.
+type ioIndex struct {
+	latents, timestep, keys, values, context, mask, pred int
+}
+
+var _ expert.Backend = (*Backend)(nil)
+
+// New loads the libraries, checks the graph of o.ContextPath against the
+// step contract and creates the resident session.
+func New(ctx context.Context, o Options) (*Backend, error) {
+	if o.ContextPath == "" {
+		return nil, errors.New("htp: Options.ContextPath is empty; it names the action_step context binary")
+	}
+	if o.GraphName == "" {
+		o.GraphName = DefaultGraphName
+	}
+	if o.HeadDim == 0 {
+		o.HeadDim = DefaultHeadDim
+	}
+	if o.HeadDim < 0 {
+		return nil, fmt.Errorf("htp: HeadDim %d must be positive", o.HeadDim)
+	}
+	lib, err := qnnrt.Open(qnnrt.Options{
+		BackendPath: o.BackendLib, SystemPath: o.SystemLib, RPCMemPath: o.RPCMemLib,
+		ADSPLibraryPath: o.ADSPLibraryPath, Logf: o.Logf,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("htp: %w", err)
+	}
+	b := &Backend{opts: o, lib: lib}
+	info, err := lib.ReadContextInfo(o.ContextPath)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("htp: %w", err), lib.Close())
+	}
+	g, ok := info.Graph(o.GraphName)
+	if !ok {
+		return nil, errors.Join(fmt.Errorf("htp: context binary %s has no graph %q; it has %q", o.ContextPath, o.GraphName, info.GraphNames()), lib.Close())
+	}
+	if b.dims, err = ContractDims(g, o.Dims, o.HeadDim); err != nil {
+		return nil, errors.Join(fmt.Errorf("htp: %s: %w", o.ContextPath, err), lib.Close())
+	}
+	b.mask = make([]float32, b.dims.ContextTokens)
+	if err := b.open(ctx); err != nil {
+		return nil, errors.Join(err, lib.Close())
+	}
+	return b, nil
+}
+
+// open creates the session and finds the contract tensors; b.mu is held
+// or b is not yet shared.
+func (b *Backend) open(ctx context.Context) error {
+	o := b.opts
+	sess, err := b.lib.NewSession(ctx, qnnrt.SessionOptions{
+		ContextPath: o.ContextPath,
+		Graphs:      []string{o.GraphName},
+		Expect:      []qnnrt.GraphSpec{Spec(o.GraphName, b.dims)},
+		PerfMode:    o.PerfMode,
+		Profiling:   o.Profiling,
+		LogLevel:    o.LogLevel,
+	})
+	if err != nil {
+		return fmt.Errorf("htp: %w", err)
+	}
+	g, err := sess.Graph(o.GraphName)
+	if err != nil {
+		return errors.Join(fmt.Errorf("htp: %w", err), sess.Close())
+	}
+	shared := false
+	if o.SharedBuffers {
+		if shared, err = g.ShareInputs(NameVideoKeys, NameVideoValues, NameContext, NameContextMask); err != nil {
+			return errors.Join(fmt.Errorf("htp: %w", err), sess.Close())
+		}
+	}
+	b.sess, b.graph, b.shared = sess, g, shared
+	b.idx = ioIndex{
+		latents: g.InputIndex(NameLatents), timestep: g.InputIndex(NameTimestep),
+		keys: g.InputIndex(NameVideoKeys), values: g.InputIndex(NameVideoValues),
+		context: g.InputIndex(NameContext), mask: g.InputIndex(NameContextMask),
+		pred: g.OutputIndex(NamePrediction),
+	}
+	b.in = make([][]float32, len(g.Inputs()))
+	b.out = make([][]float32, len(g.Outputs()))
+	return nil
+}
+
+// Spec is the qnnrt I/O contract of the action_step graph for d.
+func Spec(graph string, d expert.Dims) qnnrt.GraphSpec {
+	u := func(v int) uint32 { return uint32(v) }
+	kv := []uint32{u(d.Layers), 1, u(d.VideoTokens), u(d.AttnWidth())}
+	return qnnrt.GraphSpec{
+		Name: graph,
+		Inputs: []qnnrt.TensorSpec{
+			{Name: NameLatents, Dims: []uint32{1, u(d.ActionTokens), u(d.ActionDim)}},
+			{Name: NameTimestep, Dims: []uint32{1}},
+			{Name: NameVideoKeys, Dims: kv},
+			{Name: NameVideoValues, Dims: kv},
+			{Name: NameContext, Dims: []uint32{1, u(d.ContextTokens), u(d.TextDim)}},
+			{Name: NameContextMask, Dims: []uint32{1, u(d.ContextTokens)}},
+		},
+		Outputs: []qnnrt.TensorSpec{
+			{Name: NamePrediction, Dims: []uint32{1, u(d.ActionTokens), u(d.ActionDim)}},
+		},
+	}
+}
+
+// ContractDims derives the step contract from the graph's metadata:
+//
+//	latents_action [1,S,a]  timestep [1]
+//	video_keys, video_values [N,1,Sv,H*D]
+//	context [1,L,T]  context_mask [1,L]  ->  pred_noise [1,S,a]
+//
+// It checks the names, ranks and the consistency of the shapes, splits the
+// key width into heads of headDim, and, when want is not nil, requires
+// exactly that contract.
+func ContractDims(g *qnnrt.GraphInfo, want *expert.Dims, headDim int) (expert.Dims, error) {
+	find := func(ts []qnnrt.TensorInfo, kind, name string, rank int, pattern string) ([]int, error) {
+		i := slices.IndexFunc(ts, func(t qnnrt.TensorInfo) bool { return t.Name == name })
+		if i < 0 {
+			names := make([]string, len(ts))
+			for k, t := range ts {
+				names[k] = t.Name
+			}
+			return nil, fmt.Errorf("graph %q has no %s %q (it has %q); the step contract needs it", g.Name, kind, name, names)
+		}
+		t := ts[i]
+		if len(t.Dims) != rank {
+			return nil, fmt.Errorf("graph %q %s %q has shape %s, want %s", g.Name, kind, name, t.Shape(), pattern)
+		}
+		dims := make([]int, rank)
+		for k, d := range t.Dims {
+			dims[k] = int(d)
+		}
+		return dims, nil
+	}
+	var d expert.Dims
+	lat, err := find(g.Inputs, "input", NameLatents, 3, "[1,S,a]")
+	if err != nil {
+		return d, err
+	}
+	ts, err := find(g.Inputs, "input", NameTimestep, 1, "[1]")
+	if err != nil {
+		return d, err
+	}
+	keys, err := find(g.Inputs, "input", NameVideoKeys, 4, "[layers,1,video tokens,heads*head dim]")
+	if err != nil {
+		return d, err
+	}
+	vals, err := find(g.Inputs, "input", NameVideoValues, 4, "[layers,1,video tokens,heads*head dim]")
+	if err != nil {
+		return d, err
+	}
+	cx, err := find(g.Inputs, "input", NameContext, 3, "[1,L,T]")
+	if err != nil {
+		return d, err
+	}
+	mask, err := find(g.Inputs, "input", NameContextMask, 2, "[1,L]")
+	if err != nil {
+		return d, err
+	}
+	pred, err := find(g.Outputs, "output", NamePrediction, 3, "[1,S,a]")
+	if err != nil {
+		return d, err
+	}
+	if len(g.Inputs) != 6 || len(g.Outputs) != 1 {
+		return d, fmt.Errorf("graph %q has %d inputs and %d outputs; the step contract has 6 and 1", g.Name, len(g.Inputs), len(g.Outputs))
+	}
+	switch {
+	case lat[0] != 1:
+		return d, fmt.Errorf("graph %q input %q has batch %d, want 1", g.Name, NameLatents, lat[0])
+	case ts[0] != 1:
+		return d, fmt.Errorf("graph %q input %q has %d elements, want 1", g.Name, NameTimestep, ts[0])
+	case keys[1] != 1:
+		return d, fmt.Errorf("graph %q input %q has batch %d (axis 1), want 1", g.Name, NameVideoKeys, keys[1])
+	case !slices.Equal(keys, vals):
+		return d, fmt.Errorf("graph %q: %q has shape %v but %q has %v; they must match", g.Name, NameVideoKeys, keys, NameVideoValues, vals)
+	case cx[0] != 1 || mask[0] != 1:
+		return d, fmt.Errorf("graph %q: %q and %q must have batch 1, got %d and %d", g.Name, NameContext, NameContextMask, cx[0], mask[0])
+	case mask[1] != cx[1]:
+		return d, fmt.Errorf("graph %q: %q has %d tokens but %q has %d; they must match", g.Name, NameContextMask, mask[1], NameContext, cx[1])
+	case !slices.Equal(pred, lat):
+		return d, fmt.Errorf("graph %q: output %q has shape %v but input %q has %v; they must match", g.Name, NamePrediction, pred, NameLatents, lat)
+	}
+	d = expert.Dims{Layers: keys[0], VideoTokens: keys[2], ContextTokens: cx[1], TextDim: cx[2],
+		ActionTokens: lat[1], ActionDim: lat[2]}
+	width := keys[3]
+	if want != nil {
+		if want.AttnWidth() == width {
+			d.Heads, d.HeadDim = want.Heads, want.HeadDim
+		}
+		if d != *want {
+			return d, fmt.Errorf("graph %q implements S=%d a=%d N=%d Sv=%d width=%d L=%d T=%d; the contract is S=%d a=%d N=%d Sv=%d width=%d (%d heads x %d) L=%d T=%d",
+				g.Name, d.ActionTokens, d.ActionDim, d.Layers, d.VideoTokens, width, d.ContextTokens, d.TextDim,
+				want.ActionTokens, want.ActionDim, want.Layers, want.VideoTokens, want.AttnWidth(), want.Heads, want.HeadDim,
+				want.ContextTokens, want.TextDim)
+		}
+	} else {
+		if headDim <= 0 || width%headDim != 0 {
+			return d, fmt.Errorf("graph %q has key width %d, not a multiple of the head dim %d; set Options.Dims or HeadDim", g.Name, width, headDim)
+		}
+		d.Heads, d.HeadDim = width/headDim, headDim
+	}
+	if err := d.Validate(); err != nil {
+		return d, fmt.Errorf("graph %q: %w", g.Name, err)
+	}
+	return d, nil
+}
+
+// Dims reports the contract the graph implements.
+func (b *Backend) Dims() expert.Dims { return b.dims }
+
+// SharedBuffers reports whether the per-chunk constants live in registered
+// shared memory (false when not asked for or after a fallback).
+func (b *Backend) SharedBuffers() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.shared
+}
+
+// Warnings returns the runtime's warnings so far (such as the shared-buffer
+// fallback), each reported once.
+func (b *Backend) Warnings() []string { return b.lib.Warnings() }
+
+// Info returns the metadata of the loaded context binary, or nil after
+// Close.
+func (b *Backend) Info() *qnnrt.ContextInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sess == nil {
+		return nil
+	}
+	return b.sess.Info()
+}
+
+// BindChunk validates c and converts its constants into the graph's input
+// buffers. The backend keeps c to rebind it after a Reload, until the next
+// BindChunk or Close. A chunk that fails validation changes nothing; a bind
+// that fails part way (cancelled, say) leaves no chunk bound.
+func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
+	if err := b.dims.ValidateChunk(c); err != nil {
+		return fmt.Errorf("htp: %w", err)
+	}
+	if c.VisibleVideo != 0 && c.VisibleVideo != b.dims.VideoTokens {
+		return fmt.Errorf("htp: chunk attends to %d of %d video tokens; the compiled graph has no visibility input, so VisibleVideo must be 0 or %d",
+			c.VisibleVideo, b.dims.VideoTokens, b.dims.VideoTokens)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable(); err != nil {
+		return err
+	}
+	b.chunk = nil
+	if err := b.bind(ctx, c); err != nil {
+		return err
+	}
+	b.chunk = c
+	return nil
+}
+
+// bind writes the chunk's constants; b.mu is held.
+func (b *Backend) bind(ctx context.Context, c *expert.Chunk) error {
+	for i, m := range c.ContextMask {
+		b.mask[i] = 0
+		if m {
+			b.mask[i] = 1
+		}
+	}
+	b.times = b.times[:0]
+	for _, in := range []struct {
+		idx  int
+		data []float32
+	}{
+		{b.idx.keys, c.VideoKeys}, {b.idx.values, c.VideoValues},
+		{b.idx.context, c.Context}, {b.idx.mask, b.mask},
+	} {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("htp: bind chunk: %w", err)
+		}
+		if err := b.graph.SetInput(in.idx, in.data); err != nil {
+			return fmt.Errorf("htp: bind chunk: %w", err)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) usable() error {
+	if b.closed {
+		return errors.New("htp: backend is closed")
+	}
+	if b.sess == nil {
+		return errors.New("htp: backend has no session (a Reload failed); call Reload again")
+	}
+	return nil
+}
+
+// Step runs the graph once on latents and the timestep tau and writes the
+// predicted velocity into pred. A DSP subsystem restart gives an error
+// matching qnnrt.ErrSubsystemRestart: call Reload and step again.
+func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred []float32) error {
+	// CheckLatents formats its shape eagerly; call it only to explain a
+	// failure, keeping the step free of allocations.
+	if len(latents) != b.dims.LatentLen() || expert.FirstNonFinite(latents) >= 0 {
+		return fmt.Errorf("htp: %w", b.dims.CheckLatents("latents", latents))
+	}
+	if len(pred) != b.dims.LatentLen() {
+		return fmt.Errorf("htp: pred has %d elements, want %d", len(pred), b.dims.LatentLen())
+	}
+	if math.IsNaN(float64(tau)) || math.IsInf(float64(tau), 0) {
+		return fmt.Errorf("htp: timestep %v is not finite", tau)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if b.chunk == nil {
+		return errors.New("htp: Step before BindChunk: no chunk is bound")
+	}
+	b.tau[0] = tau
+	b.in[b.idx.latents], b.in[b.idx.timestep] = latents, b.tau[:]
+	b.out[b.idx.pred] = pred
+	tm, err := b.graph.Run(ctx, b.in, b.out)
+	b.in[b.idx.latents], b.out[b.idx.pred] = nil, nil
+	if err != nil {
+		if errors.Is(err, qnnrt.ErrSubsystemRestart) {
+			return fmt.Errorf("htp: step: %w (the DSP restarted: Reload the backend)", err)
+		}
+		return fmt.Errorf("htp: step: %w", err)
+	}
+	if len(b.times) < maxStepTimes {
+		b.times = append(b.times, tm)
+	}
+	return nil
+}
+
+// StepTimes returns the timing of every step since the last BindChunk (the
+// first 1000).
+func (b *Backend) StepTimes() []qnnrt.Timing {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.times)
+}
+
+// Profile returns the device execute time of every step since the last
+// BindChunk, and false when profiling is off.
+func (b *Backend) Profile() ([]time.Duration, bool) {
+	if !b.opts.Profiling {
+		return nil, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]time.Duration, len(b.times))
+	for i, t := range b.times {
+		out[i] = t.Device
+	}
+	return out, true
+}
+
+// Stats returns the graph's traffic counters (bytes converted into inputs,
+// executes) of the current session.
+func (b *Backend) Stats() qnnrt.GraphStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.graph == nil {
+		return qnnrt.GraphStats{}
+	}
+	return b.graph.Stats()
+}
+
+// Reload closes the session and loads the context binary again, then
+// rebinds the last chunk: the way on after a DSP subsystem restart. The
+// libraries stay loaded. Errors from tearing down the dead session are
+// not returned when the new one comes up.
+func (b *Backend) Reload(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errors.New("htp: backend is closed")
+	}
+	if b.sess != nil {
+		_ = b.sess.Close() // the DSP side is gone; freeing may fail and that is expected
+		b.sess, b.graph = nil, nil
+	}
+	if err := b.open(ctx); err != nil {
+		b.sess, b.graph = nil, nil
+		return fmt.Errorf("htp: reload: %w", err)
+	}
+	if b.chunk != nil {
+		if err := b.bind(ctx, b.chunk); err != nil {
+			b.chunk = nil
+			return fmt.Errorf("htp: reload: rebind chunk: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close releases the session and the libraries. It is safe to call more
+// than once.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var errs []error
+	if b.sess != nil {
+		errs = append(errs, b.sess.Close())
+	}
+	b.sess, b.graph, b.chunk = nil, nil, nil
+	errs = append(errs, b.lib.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("htp: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package qnnrt is a pure-Go runtime for offline-prepared QNN context
+// binaries on the Qualcomm Hexagon NPU (the QNN HTP backend). It loads the
+// QNN backend and system libraries with purego, without SDK headers and
+// without cgo, mirrors the few C structs it needs (layout.go, checked
+// against the API 2.32 layout table in tests) and drives the C API through
+// the providers' function tables.
+//
+// A Library holds the loaded libraries and the chosen providers (core API
+// 2.18 or later, system API 1.1 or later). ReadContextInfo and Inspect read
+// a context binary's metadata (graphs, tensors, types, shapes,
+// quantization, SoC and build ids). A Session is resident: it creates the
+// log, backend, device, optional profile and power vote, creates the
+// context from the binary once and retrieves its graphs. A Graph executes
+// with buffers the runtime owns outside the Go heap, converting float32
+// to and from FLOAT_16, BFLOAT_16 and UFIXED_POINT_8/16 as the graph's
+// tensors require; inputs that stay constant over many executes can live in
+// registered rpcmem shared buffers (ShareInputs), with a reported fallback
+// to RAW buffers.
+//
+// QNN failures are *Error values carrying the code, its name and the
+// library's message. errors.Is(err, ErrSubsystemRestart) identifies a DSP
+// subsystem restart (1007): close the session and create a new one.
+package qnnrt
