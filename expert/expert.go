@@ -96,7 +96,7 @@ type Chunk struct {
 	VisibleVideo int
 }
 
-// Validate checks the chunk against the contract: every length, a finite
+// ValidateChunk checks the chunk against the contract: every length, a finite
 // value everywhere, at least one attendable context token and a visible
 // video count within range. The error names the offending input.
 func (d Dims) ValidateChunk(c *Chunk) error {
@@ -178,7 +178,21 @@ type Backend interface {
 	Close() error
 }
 
-// float32 helpers shared by the loop and the checks.
+// RandomChunk makes a chunk of the contract's sizes filled with seeded
+// standard-normal values and every context token attendable: synthetic
+// input for benchmarks and smoke tests.
+func (d Dims) RandomChunk(seed uint64) *Chunk {
+	c := &Chunk{
+		VideoKeys:   Noise(seed, d.KVLen()),
+		VideoValues: Noise(seed+1, d.KVLen()),
+		Context:     Noise(seed+2, d.ContextLen()),
+		ContextMask: make([]bool, d.ContextTokens),
+	}
+	for i := range c.ContextMask {
+		c.ContextMask[i] = true
+	}
+	return c
+}
 
 // Cosine is the cosine similarity of a and b accumulated in float64. Two
 // all-zero vectors have cosine 1; one zero vector against a non-zero one

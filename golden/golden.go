@@ -17,6 +17,7 @@ import (
 
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"codeberg.org/sbinet/npyio/npz"
@@ -122,7 +123,7 @@ func Parse(name string, b []byte) (*Case, error) {
 	}
 	var vshape []int
 	c.Chunk.VideoValues, vshape = f.floats("video_values")
-	if f.err == nil && !equal(shape, vshape) {
+	if f.err == nil && !slices.Equal(shape, vshape) {
 		f.fail("video_values has shape %v, video_keys %v: they must match", vshape, shape)
 	}
 	c.Chunk.Context, shape = f.floats("context")
@@ -239,18 +240,6 @@ func verifyZip(b []byte) error {
 		}
 	}
 	return nil
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // file reads arrays from an npz archive and keeps the first error.

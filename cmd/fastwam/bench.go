@@ -77,15 +77,7 @@ func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (
 	}
 	defer b.Close()
 	d := b.Dims()
-	c := &expert.Chunk{
-		VideoKeys:   expert.Noise(2, d.KVLen()),
-		VideoValues: expert.Noise(3, d.KVLen()),
-		Context:     expert.Noise(4, d.ContextLen()),
-		ContextMask: make([]bool, d.ContextTokens),
-	}
-	for i := range c.ContextMask {
-		c.ContextMask[i] = true
-	}
+	c := d.RandomChunk(2)
 	t0 := time.Now()
 	if err := b.BindChunk(ctx, c); err != nil {
 		return 0, 0, "", err

@@ -33,15 +33,7 @@ func benchBackend(b *testing.B, cfg Config, blasName string) (*Backend, *expert.
 		b.Skip(err)
 	}
 	d := be.Dims()
-	c := &expert.Chunk{
-		VideoKeys:   expert.Noise(2, d.KVLen()),
-		VideoValues: expert.Noise(3, d.KVLen()),
-		Context:     expert.Noise(4, d.ContextLen()),
-		ContextMask: make([]bool, d.ContextTokens),
-	}
-	for i := range c.ContextMask {
-		c.ContextMask[i] = true
-	}
+	c := d.RandomChunk(2)
 	if err := be.BindChunk(context.Background(), c); err != nil {
 		b.Fatal(err)
 	}

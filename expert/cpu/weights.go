@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/safetensors"
 )
 
@@ -222,7 +224,7 @@ func fromFile(path string, f *safetensors.File, cfg *Config) (*Weights, error) {
 			problems = append(problems, fmt.Sprintf("missing %s %v", prefix+p.name, p.shape))
 			continue
 		}
-		if !sameShape(info.Shape, p.shape) {
+		if !slices.Equal(info.Shape, p.shape) {
 			problems = append(problems, fmt.Sprintf("%s has shape %v, want %v", info.Name, info.Shape, p.shape))
 			continue
 		}
@@ -254,25 +256,11 @@ func fromFile(path string, f *safetensors.File, cfg *Config) (*Weights, error) {
 
 func (w *Weights) checkFinite() error {
 	for _, p := range w.params(false) {
-		for i, v := range p.dst {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("weight %s[%d] is %v", p.name, i, v)
-			}
+		if i := expert.FirstNonFinite(p.dst); i >= 0 {
+			return fmt.Errorf("weight %s[%d] is %v", p.name, i, p.dst[i])
 		}
 	}
 	return nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func findConfig(path string, f *safetensors.File) (Config, error) {
