@@ -1,0 +1,615 @@
+package bag
+
+import (
+	"bytes"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/foxglove/mcap/go/mcap"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+)
+
+// This file reads one MCAP file through an io.ReaderAt. Every length and
+// offset read from the file is checked against the file size and the
+// reader's limits before anything is allocated or sliced with it: a corrupt
+// or hostile file gives an error, never a panic or a huge allocation.
+
+// Record layout constants of the MCAP format.
+const (
+	magicLen        = 8
+	recordPrefixLen = 1 + 8                 // opcode, uint64 length
+	footerBodyLen   = 8 + 8 + 4             // summary start, summary offset start, summary CRC
+	messagePrefix   = 2 + 4 + 8 + 8         // channel id, sequence, log time, publish time
+	chunkFixedLen   = 8 + 8 + 8 + 4 + 4 + 8 // times, sizes, CRC, compression length, records length
+)
+
+// fileReader yields the messages of one MCAP file in log-time order.
+type fileReader struct {
+	r     io.ReaderAt
+	size  int64
+	name  string // for errors
+	limit int64  // the largest record or decompressed chunk accepted
+	want  map[string]bool
+
+	header   *mcap.Header
+	schemas  map[uint16]*mcap.Schema
+	channels map[uint16]*mcap.Channel
+	stats    *mcap.Statistics
+	dataEnd  int64 // end of the data section (summary start, or footer position)
+	dataPos  int64 // start of the data section (after the header record)
+
+	// Indexed reading: chunk indexes sorted by start time, the next one to
+	// load and the messages of loaded chunks not yet returned.
+	chunks  []*mcap.ChunkIndex
+	next    int
+	pending msgHeap
+	loaded  uint64 // messages pushed so far, to keep ties in file order
+
+	// Linear reading, when the file has no chunk index: the position of the
+	// next top-level record and the records of the chunk being read.
+	linear     bool
+	pos        int64
+	chunkRecs  []byte
+	chunkStart uint64
+	chunkEnd   uint64
+
+	zstd *zstd.Decoder
+	lz4  *lz4.Reader
+}
+
+// pendingMsg is a decoded message waiting in the heap.
+type pendingMsg struct {
+	msg   Message
+	order uint64
+}
+
+// msgHeap orders pending messages by log time, then by load order; it
+// implements container/heap.Interface.
+type msgHeap []pendingMsg
+
+func (h msgHeap) Len() int { return len(h) }
+func (h msgHeap) Less(i, j int) bool {
+	if h[i].msg.logTime != h[j].msg.logTime {
+		return h[i].msg.logTime < h[j].msg.logTime
+	}
+	return h[i].order < h[j].order
+}
+func (h msgHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *msgHeap) Push(x any)   { *h = append(*h, x.(pendingMsg)) }
+func (h *msgHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = pendingMsg{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// openFile reads the header, footer and summary of an MCAP file. want, if
+// not empty, restricts the messages returned to those topics.
+func openFile(r io.ReaderAt, size int64, name string, limit int64, want map[string]bool) (*fileReader, error) {
+	f := &fileReader{r: r, size: size, name: name, limit: limit, want: want,
+		schemas: map[uint16]*mcap.Schema{}, channels: map[uint16]*mcap.Channel{}}
+	if err := f.readHeaderAndFooter(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fileReader) errorf(format string, args ...any) error {
+	return fmt.Errorf("bag: %s: %s", f.name, fmt.Sprintf(format, args...))
+}
+
+// readAt reads exactly n bytes at off, which the caller has checked lie in
+// the file.
+func (f *fileReader) readAt(off, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	if _, err := f.r.ReadAt(buf, off); err != nil {
+		return nil, f.errorf("read %d bytes at offset %d: %v", n, off, err)
+	}
+	return buf, nil
+}
+
+// recordAt reads the record at off, which must end by end. It returns the
+// opcode, the body and the offset after the record.
+func (f *fileReader) recordAt(off, end int64) (mcap.OpCode, []byte, int64, error) {
+	if end-off < recordPrefixLen {
+		return 0, nil, 0, f.errorf("truncated record at offset %d: %d bytes left, a record needs at least %d", off, end-off, recordPrefixLen)
+	}
+	prefix, err := f.readAt(off, recordPrefixLen)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	op := mcap.OpCode(prefix[0])
+	n := binary.LittleEndian.Uint64(prefix[1:])
+	if left := end - off - recordPrefixLen; n > uint64(left) {
+		return 0, nil, 0, f.errorf("%s record at offset %d claims %d bytes, only %d left", op, off, n, left)
+	}
+	if n > uint64(f.limit) {
+		return 0, nil, 0, f.errorf("%s record at offset %d has %d bytes, more than the %d-byte limit", op, off, n, f.limit)
+	}
+	body, err := f.readAt(off+recordPrefixLen, int64(n))
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	return op, body, off + recordPrefixLen + int64(n), nil
+}
+
+func (f *fileReader) readHeaderAndFooter() error {
+	const minSize = 2*magicLen + recordPrefixLen + recordPrefixLen + footerBodyLen
+	if f.size < minSize {
+		return f.errorf("%d bytes is too short for an MCAP file (at least %d)", f.size, minSize)
+	}
+	magic, err := f.readAt(0, magicLen)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(magic, mcap.Magic) {
+		return f.errorf("not an MCAP file (bad magic % x)", magic)
+	}
+	tail, err := f.readAt(f.size-magicLen-recordPrefixLen-footerBodyLen, magicLen+recordPrefixLen+footerBodyLen)
+	if err != nil {
+		return err
+	}
+	footerPos := f.size - magicLen - recordPrefixLen - footerBodyLen
+	if !bytes.Equal(tail[recordPrefixLen+footerBodyLen:], mcap.Magic) {
+		return f.errorf("no MCAP footer: the file is truncated or was not closed")
+	}
+	if mcap.OpCode(tail[0]) != mcap.OpFooter || binary.LittleEndian.Uint64(tail[1:]) != footerBodyLen {
+		return f.errorf("no MCAP footer record before the closing magic")
+	}
+	footer, err := mcap.ParseFooter(tail[recordPrefixLen : recordPrefixLen+footerBodyLen])
+	if err != nil {
+		return f.errorf("footer: %v", err)
+	}
+	op, body, next, err := f.recordAt(magicLen, footerPos)
+	if err != nil {
+		return err
+	}
+	if op != mcap.OpHeader {
+		return f.errorf("first record is %s, want Header", op)
+	}
+	if f.header, err = mcap.ParseHeader(body); err != nil {
+		return f.errorf("header: %v", err)
+	}
+	f.dataPos = next
+	f.dataEnd = footerPos
+	if footer.SummaryStart != 0 {
+		if footer.SummaryStart < uint64(f.dataPos) || footer.SummaryStart > uint64(footerPos) {
+			return f.errorf("summary start %d is outside the file's records [%d, %d]", footer.SummaryStart, f.dataPos, footerPos)
+		}
+		f.dataEnd = int64(footer.SummaryStart)
+		if err := f.readSummary(int64(footer.SummaryStart), footerPos); err != nil {
+			return err
+		}
+	}
+	f.linear = len(f.chunks) == 0 && (f.stats == nil || f.stats.MessageCount > 0)
+	f.pos = f.dataPos
+	return nil
+}
+
+func (f *fileReader) readSummary(off, end int64) error {
+	for off < end {
+		op, body, next, err := f.recordAt(off, end)
+		if err != nil {
+			return fmt.Errorf("%w (in the summary section)", err)
+		}
+		switch op {
+		case mcap.OpSchema, mcap.OpChannel:
+			if err := f.addRecord(op, body); err != nil {
+				return err
+			}
+		case mcap.OpChunkIndex:
+			idx, err := mcap.ParseChunkIndex(body)
+			if err != nil {
+				return f.errorf("chunk index at offset %d: %v", off, err)
+			}
+			if err := f.checkChunkIndex(idx); err != nil {
+				return err
+			}
+			f.chunks = append(f.chunks, idx)
+		case mcap.OpStatistics:
+			if f.stats, err = mcap.ParseStatistics(body); err != nil {
+				return f.errorf("statistics: %v", err)
+			}
+		}
+		off = next
+	}
+	slices.SortStableFunc(f.chunks, func(a, b *mcap.ChunkIndex) int {
+		switch {
+		case a.MessageStartTime != b.MessageStartTime:
+			return cmpU64(a.MessageStartTime, b.MessageStartTime)
+		default:
+			return cmpU64(a.ChunkStartOffset, b.ChunkStartOffset)
+		}
+	})
+	return nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// addRecord registers a schema or channel record. A repeated record must
+// be identical to the first one with its id.
+func (f *fileReader) addRecord(op mcap.OpCode, body []byte) error {
+	switch op {
+	case mcap.OpSchema:
+		s, err := mcap.ParseSchema(body)
+		if err != nil {
+			return f.errorf("schema record: %v", err)
+		}
+		if s.ID == 0 {
+			return f.errorf("schema %q has the reserved id 0", s.Name)
+		}
+		if old, ok := f.schemas[s.ID]; ok {
+			if old.Name != s.Name || old.Encoding != s.Encoding || !bytes.Equal(old.Data, s.Data) {
+				return f.errorf("two different schemas have id %d (%s and %s)", s.ID, old.Name, s.Name)
+			}
+			return nil
+		}
+		f.schemas[s.ID] = s
+	case mcap.OpChannel:
+		c, err := mcap.ParseChannel(body)
+		if err != nil {
+			return f.errorf("channel record: %v", err)
+		}
+		if c.SchemaID != 0 && f.schemas[c.SchemaID] == nil {
+			return f.errorf("channel %s refers to schema %d, which is not defined before it", c.Topic, c.SchemaID)
+		}
+		if old, ok := f.channels[c.ID]; ok {
+			if old.Topic != c.Topic || old.SchemaID != c.SchemaID || old.MessageEncoding != c.MessageEncoding {
+				return f.errorf("two different channels have id %d (%s and %s)", c.ID, old.Topic, c.Topic)
+			}
+			return nil
+		}
+		f.channels[c.ID] = c
+	}
+	return nil
+}
+
+// checkChunkIndex makes sure a chunk index points inside the data section
+// and promises no more than the reader's limit.
+func (f *fileReader) checkChunkIndex(idx *mcap.ChunkIndex) error {
+	end := idx.ChunkStartOffset + idx.ChunkLength
+	switch {
+	case end < idx.ChunkStartOffset || idx.ChunkStartOffset < uint64(f.dataPos) || end > uint64(f.dataEnd):
+		return f.errorf("chunk index points at bytes [%d, +%d), outside the data section [%d, %d)",
+			idx.ChunkStartOffset, idx.ChunkLength, f.dataPos, f.dataEnd)
+	case idx.ChunkLength < recordPrefixLen+chunkFixedLen:
+		return f.errorf("chunk at offset %d is %d bytes, too short for a chunk record", idx.ChunkStartOffset, idx.ChunkLength)
+	case idx.UncompressedSize > uint64(f.limit):
+		return f.errorf("chunk at offset %d holds %d bytes, more than the %d-byte limit", idx.ChunkStartOffset, idx.UncompressedSize, f.limit)
+	case idx.MessageStartTime > idx.MessageEndTime:
+		return f.errorf("chunk at offset %d starts at %d after it ends at %d", idx.ChunkStartOffset, idx.MessageStartTime, idx.MessageEndTime)
+	}
+	return nil
+}
+
+// chunkRecords parses a chunk record body and returns its decompressed
+// records and time range.
+func (f *fileReader) chunkRecords(body []byte, off int64) (recs []byte, start, end uint64, err error) {
+	if len(body) < chunkFixedLen {
+		return nil, 0, 0, f.errorf("chunk at offset %d: %d bytes, too short", off, len(body))
+	}
+	start = binary.LittleEndian.Uint64(body[0:])
+	end = binary.LittleEndian.Uint64(body[8:])
+	size := binary.LittleEndian.Uint64(body[16:])
+	crc := binary.LittleEndian.Uint32(body[24:])
+	clen := uint64(binary.LittleEndian.Uint32(body[28:]))
+	rest := body[32:]
+	if uint64(len(rest)) < 8 || clen > uint64(len(rest))-8 {
+		return nil, 0, 0, f.errorf("chunk at offset %d: compression name of %d bytes runs past the record", off, clen)
+	}
+	compression := string(rest[:clen])
+	rest = rest[clen:]
+	rlen := binary.LittleEndian.Uint64(rest)
+	rest = rest[8:]
+	if rlen != uint64(len(rest)) {
+		return nil, 0, 0, f.errorf("chunk at offset %d: records length %d, but the record holds %d bytes", off, rlen, len(rest))
+	}
+	if size > uint64(f.limit) {
+		return nil, 0, 0, f.errorf("chunk at offset %d holds %d bytes, more than the %d-byte limit", off, size, f.limit)
+	}
+	switch mcap.CompressionFormat(compression) {
+	case mcap.CompressionNone:
+		if size != rlen {
+			return nil, 0, 0, f.errorf("uncompressed chunk at offset %d: %d bytes of records, header says %d", off, rlen, size)
+		}
+		recs = rest
+	case mcap.CompressionZSTD:
+		if f.zstd == nil {
+			if f.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(f.limit))); err != nil {
+				return nil, 0, 0, f.errorf("zstd: %v", err)
+			}
+		}
+		if err := f.zstd.Reset(bytes.NewReader(rest)); err != nil {
+			return nil, 0, 0, f.errorf("zstd chunk at offset %d: %v", off, err)
+		}
+		recs, err = readExactly(f.zstd, size, 4*len(rest))
+	case mcap.CompressionLZ4:
+		if f.lz4 == nil {
+			f.lz4 = lz4.NewReader(bytes.NewReader(rest))
+		} else {
+			f.lz4.Reset(bytes.NewReader(rest))
+		}
+		recs, err = readExactly(f.lz4, size, 4*len(rest))
+	default:
+		return nil, 0, 0, f.errorf("chunk at offset %d uses compression %q (supported: none, zstd, lz4)", off, compression)
+	}
+	if err != nil {
+		return nil, 0, 0, f.errorf("%s chunk at offset %d: %v", compression, off, err)
+	}
+	if crc != 0 {
+		if got := crc32.ChecksumIEEE(recs); got != crc {
+			return nil, 0, 0, f.errorf("chunk at offset %d: CRC %08x, header says %08x", off, got, crc)
+		}
+	}
+	return recs, start, end, nil
+}
+
+// readExactly decompresses exactly n bytes from r and checks that nothing
+// follows them. The buffer starts at a size guessed from the compressed
+// size (hint) and doubles up to n as data actually arrives, so a small
+// chunk announcing a huge size costs no huge allocation.
+func readExactly(r io.Reader, n uint64, hint int) ([]byte, error) {
+	const maxIdleReads = 100 // reads returning nothing before giving up
+	out := make([]byte, 0, min(n, uint64(max(hint, 1<<16))))
+	idle := 0
+	for uint64(len(out)) < n {
+		if len(out) == cap(out) {
+			out = slices.Grow(out, int(min(n, 2*uint64(cap(out)))-uint64(len(out))))
+		}
+		k, err := r.Read(out[len(out):int(min(uint64(cap(out)), n))])
+		out = out[:len(out)+k]
+		switch {
+		case errors.Is(err, io.EOF) && uint64(len(out)) < n:
+			return nil, fmt.Errorf("decompressed data is %d bytes, shorter than the %d announced", len(out), n)
+		case err != nil && !errors.Is(err, io.EOF):
+			return nil, err
+		case k == 0:
+			if idle++; idle > maxIdleReads {
+				return nil, errors.New("the decompressor makes no progress")
+			}
+		}
+	}
+	var one [1]byte
+	for range maxIdleReads {
+		k, err := r.Read(one[:])
+		if k != 0 {
+			return nil, fmt.Errorf("decompressed data is longer than the %d bytes announced", n)
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, errors.New("the decompressor does not end after the announced size")
+}
+
+// message parses a message record body. Data views body.
+func (f *fileReader) message(body []byte) (Message, bool, error) {
+	if len(body) < messagePrefix {
+		return Message{}, false, f.errorf("message record of %d bytes, shorter than its %d-byte header", len(body), messagePrefix)
+	}
+	id := binary.LittleEndian.Uint16(body)
+	ch := f.channels[id]
+	if ch == nil {
+		return Message{}, false, f.errorf("message on channel %d, which is not defined before it", id)
+	}
+	if len(f.want) > 0 && !f.want[ch.Topic] {
+		return Message{}, false, nil
+	}
+	m := Message{
+		Topic:       ch.Topic,
+		logTime:     binary.LittleEndian.Uint64(body[6:]),
+		publishTime: binary.LittleEndian.Uint64(body[14:]),
+		Data:        body[messagePrefix:len(body):len(body)],
+	}
+	if s := f.schemas[ch.SchemaID]; s != nil {
+		m.Type = s.Name
+	}
+	m.LogTime = nanoTime(m.logTime)
+	m.PublishTime = nanoTime(m.publishTime)
+	return m, true, nil
+}
+
+// nanoTime converts MCAP nanoseconds since the epoch to a time.Time.
+func nanoTime(ns uint64) time.Time {
+	return time.Unix(int64(ns/1e9), int64(ns%1e9))
+}
+
+// forRecords calls fn for every record of a chunk's records.
+func (f *fileReader) forRecords(recs []byte, off int64, fn func(op mcap.OpCode, body []byte) error) error {
+	for pos := uint64(0); pos < uint64(len(recs)); {
+		if uint64(len(recs))-pos < recordPrefixLen {
+			return f.errorf("chunk at offset %d ends inside a record header", off)
+		}
+		op := mcap.OpCode(recs[pos])
+		n := binary.LittleEndian.Uint64(recs[pos+1:])
+		pos += recordPrefixLen
+		if n > uint64(len(recs))-pos {
+			return f.errorf("%s record in the chunk at offset %d claims %d bytes, only %d left", op, off, n, uint64(len(recs))-pos)
+		}
+		if err := fn(op, recs[pos:pos+n]); err != nil {
+			return err
+		}
+		pos += n
+	}
+	return nil
+}
+
+// loadChunk reads the chunk idx points at and queues its messages.
+func (f *fileReader) loadChunk(idx *mcap.ChunkIndex) error {
+	off := int64(idx.ChunkStartOffset)
+	op, body, _, err := f.recordAt(off, off+int64(idx.ChunkLength))
+	if err != nil {
+		return err
+	}
+	if op != mcap.OpChunk {
+		return f.errorf("chunk index points at a %s record (offset %d)", op, off)
+	}
+	recs, _, _, err := f.chunkRecords(body, off)
+	if err != nil {
+		return err
+	}
+	if uint64(len(recs)) != idx.UncompressedSize {
+		return f.errorf("chunk at offset %d holds %d bytes, its index says %d", off, len(recs), idx.UncompressedSize)
+	}
+	return f.forRecords(recs, off, func(op mcap.OpCode, body []byte) error {
+		switch op {
+		case mcap.OpSchema, mcap.OpChannel:
+			return f.addRecord(op, body)
+		case mcap.OpMessage:
+			m, ok, err := f.message(body)
+			if err != nil || !ok {
+				return err
+			}
+			if m.logTime < idx.MessageStartTime || m.logTime > idx.MessageEndTime {
+				return f.errorf("chunk at offset %d holds a message at %d ns, outside its indexed range [%d, %d]",
+					off, m.logTime, idx.MessageStartTime, idx.MessageEndTime)
+			}
+			f.loaded++
+			heap.Push(&f.pending, pendingMsg{msg: m, order: f.loaded})
+		}
+		return nil
+	})
+}
+
+// wantsChunk reports whether a chunk may hold a message of a wanted topic,
+// from the channels its message indexes list.
+func (f *fileReader) wantsChunk(idx *mcap.ChunkIndex) bool {
+	if len(f.want) == 0 || len(idx.MessageIndexOffsets) == 0 {
+		return true
+	}
+	for id := range idx.MessageIndexOffsets {
+		if ch := f.channels[id]; ch == nil || f.want[ch.Topic] {
+			return true
+		}
+	}
+	return false
+}
+
+// nextMessage returns the next message in log-time order (file order for a
+// file without chunk indexes), or io.EOF.
+func (f *fileReader) nextMessage() (Message, error) {
+	if f.linear {
+		return f.nextLinear()
+	}
+	for f.next < len(f.chunks) && (f.pending.Len() == 0 || f.chunks[f.next].MessageStartTime <= f.pending[0].msg.logTime) {
+		idx := f.chunks[f.next]
+		f.next++
+		if !f.wantsChunk(idx) {
+			continue
+		}
+		if err := f.loadChunk(idx); err != nil {
+			f.chunks = nil
+			return Message{}, err
+		}
+	}
+	if f.pending.Len() == 0 {
+		return Message{}, io.EOF
+	}
+	return heap.Pop(&f.pending).(pendingMsg).msg, nil
+}
+
+// nextLinear reads the data section record by record.
+func (f *fileReader) nextLinear() (Message, error) {
+	for {
+		for len(f.chunkRecs) > 0 {
+			if len(f.chunkRecs) < recordPrefixLen {
+				return f.stopLinear(f.errorf("chunk ends inside a record header"))
+			}
+			op := mcap.OpCode(f.chunkRecs[0])
+			n := binary.LittleEndian.Uint64(f.chunkRecs[1:])
+			if n > uint64(len(f.chunkRecs)-recordPrefixLen) {
+				return f.stopLinear(f.errorf("%s record in a chunk claims %d bytes, only %d left", op, n, len(f.chunkRecs)-recordPrefixLen))
+			}
+			body := f.chunkRecs[recordPrefixLen : recordPrefixLen+n]
+			f.chunkRecs = f.chunkRecs[recordPrefixLen+n:]
+			m, ok, err := f.linearRecord(op, body)
+			if err != nil {
+				return f.stopLinear(err)
+			}
+			if ok {
+				if m.logTime < f.chunkStart || m.logTime > f.chunkEnd {
+					return f.stopLinear(f.errorf("a chunk holds a message at %d ns, outside its range [%d, %d]", m.logTime, f.chunkStart, f.chunkEnd))
+				}
+				return m, nil
+			}
+		}
+		if f.pos >= f.dataEnd {
+			return Message{}, io.EOF
+		}
+		off := f.pos
+		op, body, next, err := f.recordAt(off, f.dataEnd)
+		if err != nil {
+			return f.stopLinear(err)
+		}
+		f.pos = next
+		switch op {
+		case mcap.OpDataEnd:
+			f.pos = f.dataEnd
+		case mcap.OpChunk:
+			recs, start, end, err := f.chunkRecords(body, off)
+			if err != nil {
+				return f.stopLinear(err)
+			}
+			f.chunkRecs, f.chunkStart, f.chunkEnd = recs, start, end
+			if len(recs) == 0 {
+				f.chunkRecs = nil
+			}
+		default:
+			m, ok, err := f.linearRecord(op, body)
+			if err != nil {
+				return f.stopLinear(err)
+			}
+			if ok {
+				return m, nil
+			}
+		}
+	}
+}
+
+func (f *fileReader) linearRecord(op mcap.OpCode, body []byte) (Message, bool, error) {
+	switch op {
+	case mcap.OpSchema, mcap.OpChannel:
+		return Message{}, false, f.addRecord(op, body)
+	case mcap.OpMessage:
+		return f.message(body)
+	}
+	return Message{}, false, nil
+}
+
+func (f *fileReader) stopLinear(err error) (Message, error) {
+	f.pos = f.dataEnd
+	f.chunkRecs = nil
+	return Message{}, err
+}
+
+// close releases the decompressors.
+func (f *fileReader) close() {
+	if f.zstd != nil {
+		f.zstd.Close()
+		f.zstd = nil
+	}
+}
+
+// maxLimit bounds ReaderOptions.MaxChunkBytes so int64 arithmetic on it
+// cannot overflow.
+const maxLimit = math.MaxInt64 / 4

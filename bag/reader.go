@@ -1,0 +1,284 @@
+package bag
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultMaxChunkBytes is the default of ReaderOptions.MaxChunkBytes: 1 GiB,
+// room for a chunk holding a few 72 MB KV-cache messages.
+const DefaultMaxChunkBytes = 1 << 30
+
+// ReaderOptions configure OpenWith.
+type ReaderOptions struct {
+	// Topics, if not empty, restricts the messages returned to these topics.
+	Topics []string
+	// MaxChunkBytes bounds every record read and every chunk decompressed;
+	// a file announcing more is rejected. 0 means DefaultMaxChunkBytes.
+	MaxChunkBytes int64
+}
+
+// Message is one recorded message.
+type Message struct {
+	Topic       string
+	Type        string // ROS type of the topic, "package/msg/Type"
+	LogTime     time.Time
+	PublishTime time.Time
+	// Data is the serialized message (CDR with its encapsulation header for
+	// rosbag2 bags). It views a buffer the reader never reuses, so it stays
+	// valid after later calls to Next.
+	Data []byte
+
+	logTime, publishTime uint64 // nanoseconds since the epoch
+}
+
+// Topic describes a recorded topic.
+type Topic struct {
+	Name               string
+	Type               string // "package/msg/Type"
+	MessageEncoding    string // "cdr"
+	SchemaEncoding     string // "ros2msg"
+	Definition         string // the full message definition stored as the schema
+	OfferedQoSProfiles []QoS
+	MessageCount       uint64 // from the files' statistics
+}
+
+// Reader reads the messages of a bag in log-time order. It streams: it
+// holds at most the chunks whose time ranges overlap, not whole files. A
+// Reader is not safe for concurrent use.
+type Reader struct {
+	meta   *Metadata
+	files  []*fileReader
+	osf    []*os.File
+	heads  []*Message
+	done   []bool
+	topics []Topic
+	err    error
+}
+
+// Open opens a bag: a bag folder (its metadata.yaml lists the MCAP files;
+// without one, every *.mcap file of the folder is read) or a single .mcap
+// file.
+func Open(path string) (*Reader, error) { return OpenWith(path, ReaderOptions{}) }
+
+// OpenWith opens a bag like Open, with options.
+func OpenWith(path string, opts ReaderOptions) (*Reader, error) {
+	limit := opts.MaxChunkBytes
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("bag: MaxChunkBytes %d is negative", limit)
+	case limit == 0:
+		limit = DefaultMaxChunkBytes
+	case limit > maxLimit:
+		limit = maxLimit
+	}
+	var want map[string]bool
+	if len(opts.Topics) > 0 {
+		want = map[string]bool{}
+		for _, t := range opts.Topics {
+			want[t] = true
+		}
+	}
+	paths, meta, err := bagFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{meta: meta}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("bag: %w", err)
+		}
+		r.osf = append(r.osf, f)
+		st, err := f.Stat()
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("bag: %w", err)
+		}
+		fr, err := openFile(f, st.Size(), p, limit, want)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.files = append(r.files, fr)
+	}
+	r.heads = make([]*Message, len(r.files))
+	r.done = make([]bool, len(r.files))
+	if r.topics, err = mergeTopics(r.files); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// bagFiles resolves path to the MCAP files to read and the bag's metadata
+// (nil for a single file or a folder without metadata.yaml).
+func bagFiles(path string) ([]string, *Metadata, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bag: %w", err)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil, nil
+	}
+	meta, err := ReadMetadata(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		matches, err := filepath.Glob(filepath.Join(path, "*.mcap"))
+		if err != nil {
+			return nil, nil, fmt.Errorf("bag: %w", err)
+		}
+		if len(matches) == 0 {
+			return nil, nil, fmt.Errorf("bag: %s has neither %s nor .mcap files", path, MetadataFile)
+		}
+		slices.Sort(matches)
+		return matches, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if meta.StorageIdentifier != StorageIdentifier {
+		return nil, nil, fmt.Errorf("bag: %s uses storage %q; this reader reads %q bags only", path, meta.StorageIdentifier, StorageIdentifier)
+	}
+	if meta.CompressionFormat != "" || meta.CompressionMode != "" {
+		return nil, nil, fmt.Errorf("bag: %s uses rosbag2 %s compression (%s mode), which this reader does not support",
+			path, meta.CompressionFormat, meta.CompressionMode)
+	}
+	if len(meta.RelativeFilePaths) == 0 {
+		return nil, nil, fmt.Errorf("bag: %s lists no files", filepath.Join(path, MetadataFile))
+	}
+	var paths []string
+	for _, p := range meta.RelativeFilePaths {
+		paths = append(paths, filepath.Join(path, filepath.FromSlash(p)))
+	}
+	return paths, meta, nil
+}
+
+// mergeTopics lists the topics of all files, in channel id order of the
+// first file that has them, with summed message counts.
+func mergeTopics(files []*fileReader) ([]Topic, error) {
+	var topics []Topic
+	byName := map[string]int{}
+	for _, f := range files {
+		ids := make([]uint16, 0, len(f.channels))
+		for id := range f.channels {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			ch := f.channels[id]
+			t := Topic{Name: ch.Topic, MessageEncoding: ch.MessageEncoding}
+			if s := f.schemas[ch.SchemaID]; s != nil {
+				t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, string(s.Data)
+			}
+			if q, ok := ch.Metadata[QoSMetadataKey]; ok {
+				profiles, err := ParseQoSProfiles(q)
+				if err != nil {
+					return nil, fmt.Errorf("%w (topic %s in %s)", err, ch.Topic, f.name)
+				}
+				t.OfferedQoSProfiles = profiles
+			}
+			if f.stats != nil {
+				t.MessageCount = f.stats.ChannelMessageCounts[id]
+			}
+			i, seen := byName[t.Name]
+			if !seen {
+				byName[t.Name] = len(topics)
+				topics = append(topics, t)
+				continue
+			}
+			if topics[i].Type != t.Type {
+				return nil, fmt.Errorf("bag: topic %s has type %s in one file and %s in %s", t.Name, topics[i].Type, t.Type, f.name)
+			}
+			topics[i].MessageCount += t.MessageCount
+		}
+	}
+	return topics, nil
+}
+
+// Metadata returns the bag's metadata.yaml, or nil when the bag was opened
+// as a single .mcap file or its folder has none.
+func (r *Reader) Metadata() *Metadata { return r.meta }
+
+// Topics lists the recorded topics.
+func (r *Reader) Topics() []Topic { return slices.Clone(r.topics) }
+
+// Next returns the next message in log-time order across the bag's files
+// (messages with equal log times come in file order), or io.EOF after the
+// last one. A file without chunk indexes (an unindexed MCAP file, not what
+// rosbag2 or Writer produce) is read in file order. After any other error
+// the reader is unusable.
+func (r *Reader) Next() (Message, error) {
+	if r.err != nil {
+		return Message{}, r.err
+	}
+	best := -1
+	for i, f := range r.files {
+		if r.heads[i] == nil && !r.done[i] {
+			m, err := f.nextMessage()
+			switch {
+			case errors.Is(err, io.EOF):
+				r.done[i] = true
+			case err != nil:
+				r.err = err
+				return Message{}, err
+			default:
+				r.heads[i] = &m
+			}
+		}
+		if r.heads[i] != nil && (best < 0 || r.heads[i].logTime < r.heads[best].logTime) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return Message{}, io.EOF
+	}
+	m := *r.heads[best]
+	r.heads[best] = nil
+	return m, nil
+}
+
+// Messages iterates over the remaining messages, in log-time order. An
+// error ends the iteration after being yielded with an empty Message.
+func (r *Reader) Messages() iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		for {
+			m, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(m, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Close closes the bag's files.
+func (r *Reader) Close() error {
+	var errs []string
+	for _, f := range r.files {
+		f.close()
+	}
+	for _, f := range r.osf {
+		if err := f.Close(); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	r.files, r.osf = nil, nil
+	if r.err == nil {
+		r.err = errors.New("bag: reader is closed")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("bag: close: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+//go:build rclgo
+
+// Command fastwam_node is the Fast-WAM action-expert ROS 2 node: it pairs
+// the world model's VideoKVCache and TextContext messages, denoises an
+// action chunk on the Hexagon NPU (or the CPU reference) and publishes
+// ActionChunk messages and /diagnostics.
+//
+// Parameters come from ROS arguments, as for any ROS 2 node:
+//
+//	fastwam_node --ros-args -p htp.context_binary:=/models/action_step.bin \
+//	    --params-file params.yaml -r __node:=expert -r action_chunk:=/arm/chunk
+//
+// `fastwam_node --print-params` prints every parameter with its default as
+// a params file. Build with `go build -tags rclgo` against a sourced ROS 2
+// Humble; see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tiiuae/rclgo/pkg/rclgo"
+
+	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/backends"
+	"github.com/fastwam/actionexpert/node/rosnode"
+)
+
+// nodeName is the node's default name; `-r __node:=...` renames it.
+const nodeName = "fastwam_action_expert"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	rclArgs, rest, err := rclgo.ParseArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fastwam_node: ROS arguments: %s\n", rclMessage(err))
+		return 2
+	}
+	for _, a := range rest {
+		switch a {
+		case "-h", "--help":
+			fmt.Print(usage)
+			return 0
+		case "--print-params":
+			p := node.DefaultParams()
+			os.Stdout.Write(p.ParamsYAML(nodeName))
+			return 0
+		default:
+			fmt.Fprintf(os.Stderr, "fastwam_node: unknown argument %q (ROS arguments go after --ros-args)\n%s", a, usage)
+			return 2
+		}
+	}
+
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	go func() {
+		<-ctx.Done()
+		stopSignals() // a second signal kills the process
+	}()
+
+	if err := rclgo.Init(rclArgs); err != nil {
+		fmt.Fprintf(os.Stderr, "fastwam_node: rclgo init: %s\n", rclMessage(err))
+		return 1
+	}
+	defer func() {
+		if err := rclgo.Uninit(); err != nil {
+			fmt.Fprintf(os.Stderr, "fastwam_node: rclgo uninit: %s\n", rclMessage(err))
+		}
+	}()
+	rn, err := rclgo.NewNode(nodeName, "")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fastwam_node: create node: %s\n", rclMessage(err))
+		return 1
+	}
+	defer rn.Close()
+	log := rosnode.Logger{L: rn.Logger()}
+	if err := serve(ctx, args, rn, log); err != nil {
+		log.Errorf("%v", err)
+		return 1
+	}
+	return 0
+}
+
+// serve configures the node, opens the backend, spins until ctx is done and
+// shuts down in order: the worker stops using the backend, spinning stops,
+// the backend is closed (the HTP backend down-votes), and the caller then
+// closes the ROS node and the context.
+func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger) (err error) {
+	p, err := node.LoadParams(args, rn.FullyQualifiedName())
+	if err != nil {
+		return err
+	}
+	log.Infof("%s: opening the %s backend", rn.FullyQualifiedName(), p.Backend)
+	b, err := backends.Open(ctx, p, log.Warnf)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close backend: %w", cerr))
+		} else {
+			log.Infof("backend closed")
+		}
+	}()
+	n, err := node.New(node.Config{Params: p, Logger: log}, b, rosnode.NewTransport(rn, log))
+	if err != nil {
+		return err
+	}
+	// Subscriptions exist now; rclgo's wait set is built when spinning starts.
+	spinCtx, stopSpin := context.WithCancel(context.Background())
+	spun := make(chan error, 1)
+	go func() { spun <- rn.Spin(spinCtx) }()
+	runErr := n.Run(ctx)
+	stopSpin()
+	spinErr := <-spun
+	if errors.Is(spinErr, context.Canceled) {
+		spinErr = nil
+	} else if spinErr != nil {
+		spinErr = fmt.Errorf("spin: %w", spinErr)
+	}
+	return errors.Join(runErr, spinErr)
+}
+
+// rclMessage is the text of an rclgo error without the Go stack trace
+// rclgo appends to it: the operator needs rcl's message, not our frames.
+func rclMessage(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "\ngoroutine "); i >= 0 {
+		msg = msg[:i]
+	}
+	return strings.TrimSpace(msg)
+}
+
+const usage = `usage: fastwam_node [--print-params] [--ros-args ROS_ARGS...]
+
+The Fast-WAM action-expert ROS 2 node. Parameters are set with
+--ros-args -p name:=value or --params-file FILE; --print-params prints them
+all with their defaults as a params file.
+`

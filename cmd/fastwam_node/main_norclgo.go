@@ -1,0 +1,19 @@
+//go:build !rclgo
+
+// Command fastwam_node is the Fast-WAM action-expert ROS 2 node. This build
+// has no ROS 2 support: the node needs rclgo, which compiles only against a
+// ROS 2 Humble installation. Rebuild it with the build tag:
+//
+//	source /opt/ros/humble/setup.bash
+//	go build -tags rclgo ./cmd/fastwam_node
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "fastwam_node was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_node` against a sourced ROS 2 Humble")
+	os.Exit(1)
+}

@@ -1,0 +1,116 @@
+"""Launch the Fast-WAM action-expert node of package fastwam_action_expert.
+
+Parameters come first from params_file (default: the installed
+action_expert.params.yaml, which lists every parameter with its default),
+then from launch arguments: every node parameter is also a launch argument
+of the same name, and one given on the command line overrides the file:
+
+    ros2 launch fastwam_action_expert action_expert.launch.py \
+        htp.context_binary:=/models/action_step.bin steps:=8 \
+        clip.min:='[-1.0]' clip.max:='[1.0]'
+
+Argument values are read as YAML, like `--ros-args -p name:=value`; an empty
+value (the default) leaves the parameter to params_file.
+`ros2 launch fastwam_action_expert action_expert.launch.py --show-args`
+lists them all.
+"""
+
+import os
+
+import yaml
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'fastwam_action_expert'
+
+# Every parameter of the node (node.ParamNames() in the Go package; a Go
+# test checks that this list matches), with its description.
+PARAMETERS = [
+    ("backend", "step backend: htp or cpu"),
+    ("htp.context_binary", "path of the action_step QNN context binary"),
+    ("htp.backend_library", "QNN HTP backend library"),
+    ("htp.system_library", "QNN system library"),
+    ("htp.rpcmem_library", "library providing rpcmem_alloc (libcdsprpc.so)"),
+    ("htp.graph_name", "graph name inside the context binary"),
+    ("htp.performance_mode", "HTP performance mode: burst, high_performance, balanced, power_saver, default"),
+    ("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs"),
+    ("cpu.weights", "path of the action expert's safetensors weights"),
+    ("cpu.threads", "BLAS threads of the CPU backend (0 = its default)"),
+    ("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)"),
+    ("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)"),
+    ("steps", "Euler steps per chunk"),
+    ("shift", "schedule shift"),
+    ("noise_seed", "base seed of the initial noise; chunk k uses noise_seed+k"),
+    ("topics.kv_cache", "input VideoKVCache topic"),
+    ("topics.context", "input TextContext topic"),
+    ("topics.actions", "output ActionChunk topic"),
+    ("topics.diagnostics", "diagnostics topic"),
+    ("qos.kv_cache.reliability", "reliable or best_effort"),
+    ("qos.kv_cache.durability", "volatile or transient_local"),
+    ("qos.kv_cache.history", "keep_last or keep_all"),
+    ("qos.kv_cache.depth", "queue depth of keep_last"),
+    ("qos.context.reliability", "reliable or best_effort"),
+    ("qos.context.durability", "volatile or transient_local"),
+    ("qos.context.history", "keep_last or keep_all"),
+    ("qos.context.depth", "queue depth of keep_last"),
+    ("qos.actions.reliability", "reliable or best_effort"),
+    ("qos.actions.durability", "volatile or transient_local"),
+    ("qos.actions.history", "keep_last or keep_all"),
+    ("qos.actions.depth", "queue depth of keep_last"),
+    ("sync.policy", "pairing of the inputs: exact (same stamp) or latest (newest context)"),
+    ("sync.buffer", "messages held per input while waiting for a partner"),
+    ("sync.timeout", "seconds an input waits for its partner"),
+    ("max_input_age", "seconds; older inputs are rejected (0 = no limit)"),
+    ("clip.min", "lower action bound: one value or one per action dimension (empty = none)"),
+    ("clip.max", "upper action bound: one value or one per action dimension (empty = none)"),
+    ("dry_run", "publish chunks flagged dry_run (not for the robot)"),
+    ("self_test.golden", "golden .npz checked through the backend at start-up (empty = none)"),
+    ("self_test.skip", "go active without the golden self-test"),
+    ("self_test.min_cosine", "cosine the self-test must reach"),
+    ("use_sim_time", "standard ROS parameter; must stay false (the node uses the system clock)"),
+]
+
+
+def _launch_node(context):
+    overrides = {}
+    for name, _ in PARAMETERS:
+        text = LaunchConfiguration(name).perform(context)
+        if text != '':
+            overrides[name] = yaml.safe_load(text)
+    parameters = [LaunchConfiguration('params_file').perform(context)]
+    if overrides:
+        parameters.append(overrides)
+    return [Node(
+        package=PACKAGE,
+        executable='fastwam_node',
+        name=LaunchConfiguration('node_name'),
+        namespace=LaunchConfiguration('namespace'),
+        parameters=parameters,
+        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
+        output='screen',
+        emulate_tty=True,
+        # On SIGINT the node finishes or abandons the chunk in progress,
+        # closes the backend (withdrawing the HTP performance vote) and exits.
+        sigterm_timeout='10',
+    )]
+
+
+def generate_launch_description():
+    share = get_package_share_directory(PACKAGE)
+    args = [
+        DeclareLaunchArgument(
+            'params_file',
+            default_value=os.path.join(share, 'launch', 'action_expert.params.yaml'),
+            description='ROS 2 params file read before the parameter arguments'),
+        DeclareLaunchArgument('node_name', default_value='fastwam_action_expert',
+                              description='name of the node'),
+        DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              description='debug, info, warn, error or fatal'),
+    ]
+    args += [DeclareLaunchArgument(name, default_value='', description=doc)
+             for name, doc in PARAMETERS]
+    return LaunchDescription(args + [OpaqueFunction(function=_launch_node)])

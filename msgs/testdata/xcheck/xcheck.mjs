@@ -1,0 +1,272 @@
+// Independent cross-check of the Go CDR codec (package msgs) and rosbag2 MCAP
+// writer (package bag), built on Foxglove's TypeScript implementations.
+//
+//   node xcheck.mjs golden <outdir>   write <outdir>/<sample>.cdr for every sample below
+//   node xcheck.mjs readbag <bagdir>  print, as JSON, every message of the bag's .mcap files
+//
+// The samples below hold the same values as the Go fixture in
+// msgs/golden_test.go; the Go tests compare their encoding byte for byte with
+// the files this script writes. Definitions are read from the .msg files of
+// package msgs (msg/ and deps/), not from the Go code.
+
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parse } from "@foxglove/rosmsg";
+import { MessageReader, MessageWriter } from "@foxglove/rosmsg2-serialization";
+import { McapIndexedReader } from "@mcap/core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const msgsDir = path.resolve(here, "..", "..");
+const PKG = "fastwam_action_expert";
+const SEPARATOR = "=".repeat(80);
+
+// --- definitions from the .msg files -------------------------------------
+
+function msgFiles() {
+  const files = new Map(); // "pkg/Type" -> text
+  for (const f of fs.readdirSync(path.join(msgsDir, "msg"))) {
+    if (f.endsWith(".msg")) {
+      files.set(`${PKG}/${f.slice(0, -4)}`, fs.readFileSync(path.join(msgsDir, "msg", f), "utf8"));
+    }
+  }
+  const deps = path.join(msgsDir, "deps");
+  for (const pkg of fs.readdirSync(deps)) {
+    const dir = path.join(deps, pkg, "msg");
+    if (!fs.existsSync(dir)) continue;
+    for (const f of fs.readdirSync(dir)) {
+      if (f.endsWith(".msg")) {
+        files.set(`${pkg}/${f.slice(0, -4)}`, fs.readFileSync(path.join(dir, f), "utf8"));
+      }
+    }
+  }
+  return files;
+}
+
+const PRIMITIVES = new Set(["bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16",
+  "uint16", "int32", "uint32", "int64", "uint64", "string", "wstring"]);
+
+// fieldTypes returns the complex field types of a .msg text as "pkg/Type".
+function fieldTypes(text, pkg) {
+  const types = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/#.*/, "").trim();
+    if (line === "") continue;
+    const type = line.split(/\s+/)[0].replace(/\[.*\]$/, "").replace(/<=\d+$/, "");
+    if (PRIMITIVES.has(type)) continue;
+    types.push(type.includes("/") ? type.replace("/msg/", "/") : `${pkg}/${type}`);
+  }
+  return types;
+}
+
+// definitionFor returns the parsed definition of root ("pkg/Type"): its text
+// followed by one section per transitive dependency.
+function definitionFor(files, root) {
+  const text = files.get(root);
+  if (text === undefined) throw new Error(`no .msg file for ${root}`);
+  const deps = [];
+  const pending = fieldTypes(text, root.split("/")[0]);
+  while (pending.length > 0) {
+    const dep = pending.shift();
+    if (dep === root || deps.includes(dep)) continue;
+    const body = files.get(dep);
+    if (body === undefined) throw new Error(`no .msg file for ${dep} (needed by ${root})`);
+    deps.push(dep);
+    pending.push(...fieldTypes(body, dep.split("/")[0]));
+  }
+  const full = text + deps.map((d) => `\n${SEPARATOR}\nMSG: ${d}\n${files.get(d)}`).join("");
+  return parse(full, { ros2: true });
+}
+
+// --- samples (same values as the Go fixture) ------------------------------
+
+function f32Bytes(values) {
+  return new Uint8Array(new Float32Array(values).buffer);
+}
+
+function u16Bytes(values) {
+  const out = new Uint8Array(values.length * 2);
+  const view = new DataView(out.buffer);
+  values.forEach((v, i) => view.setUint16(2 * i, v, true));
+  return out;
+}
+
+function range(n, f) {
+  return Array.from({ length: n }, (_, i) => f(i));
+}
+
+const F32_MAX = 3.4028234663852886e38;
+const F32_MIN_SUBNORMAL = 1.401298464324817e-45;
+
+const statusWarn = {
+  level: 1,
+  name: "fastwam_action_expert: pipeline",
+  message: "stale input",
+  hardware_id: "htp0",
+  values: [
+    { key: "chunks_out", value: "12" },
+    { key: "dropped", value: "" },
+  ],
+};
+
+export const samples = [
+  ["time", "builtin_interfaces/Time", { sec: -1234567, nanosec: 999999999 }],
+  ["header", "std_msgs/Header", { stamp: { sec: 1700000000, nanosec: 123456789 }, frame_id: "camera_link" }],
+  ["header_empty", "std_msgs/Header", { stamp: { sec: 0, nanosec: 0 }, frame_id: "" }],
+  ["tensor_f32", `${PKG}/Tensor`, {
+    shape: [2, 3], dtype: 0, data: f32Bytes([1.5, -2.25, 0, -0, F32_MAX, F32_MIN_SUBNORMAL]),
+  }],
+  ["tensor_f16", `${PKG}/Tensor`, { shape: [3], dtype: 1, data: u16Bytes([0x3c00, 0xc000, 0x7bff]) }],
+  ["tensor_empty", `${PKG}/Tensor`, { shape: [], dtype: 0, data: new Uint8Array(0) }],
+  ["video_kv_cache", `${PKG}/VideoKVCache`, {
+    header: { stamp: { sec: 100, nanosec: 200 }, frame_id: "world_model" },
+    seq: (1n << 40n) + 7n,
+    visible_video_tokens: 3,
+    keys: { shape: [2, 1, 3, 4], dtype: 0, data: f32Bytes(range(24, (i) => (i - 12) * 0.25)) },
+    values: { shape: [2, 1, 3, 4], dtype: 1, data: u16Bytes(range(24, (i) => 0x3c00 + 17 * i)) },
+  }],
+  ["text_context", `${PKG}/TextContext`, {
+    header: { stamp: { sec: 1700000001, nanosec: 5 }, frame_id: "text" },
+    seq: 42n,
+    instruction: "put the bowl on the plate",
+    context: { shape: [1, 3, 5], dtype: 0, data: f32Bytes(range(15, (i) => i * 0.125 - 1)) },
+    attention_mask: [true, true, false],
+  }],
+  ["action_row", `${PKG}/ActionRow`, { values: [0.5, -0.25, 0.125] }],
+  ["action_row_empty", `${PKG}/ActionRow`, { values: [] }],
+  ["action_chunk", `${PKG}/ActionChunk`, {
+    header: { stamp: { sec: 1700000002, nanosec: 999 }, frame_id: "base_link" },
+    seq: 7n,
+    kv_seq: 6n,
+    context_seq: 5n,
+    actions: range(2, (r) => ({ values: range(7, (c) => r * 0.5 + c * 0.0625 - 1) })),
+    steps: 10,
+    shift: 5,
+    noise_seed: 0xfeedfacecafebeefn,
+    backend: "cpu",
+    denoise_ms: 12.5,
+    receive_to_publish_ms: 20.25,
+    input_age_ms: 3.125,
+    dry_run: true,
+    clipped: false,
+    stale_input: true,
+  }],
+  ["action_chunk_empty", `${PKG}/ActionChunk`, {}],
+  ["key_value", "diagnostic_msgs/KeyValue", { key: "fps", value: "30.0" }],
+  ["diagnostic_status", "diagnostic_msgs/DiagnosticStatus", statusWarn],
+  ["diagnostic_array", "diagnostic_msgs/DiagnosticArray", {
+    header: { stamp: { sec: 1700000003, nanosec: 0 }, frame_id: "" },
+    status: [statusWarn, { level: 0, name: "backend", message: "ok", hardware_id: "", values: [] }],
+  }],
+  ["diagnostic_array_empty", "diagnostic_msgs/DiagnosticArray", {}],
+];
+
+function writeGolden(outDir) {
+  const files = msgFiles();
+  fs.mkdirSync(outDir, { recursive: true });
+  for (const [name, type, value] of samples) {
+    const writer = new MessageWriter(definitionFor(files, type));
+    const bytes = writer.writeMessage(value);
+    // Decode what was written as a self-check of the sample.
+    new MessageReader(definitionFor(files, type)).readMessage(bytes);
+    fs.writeFileSync(path.join(outDir, `${name}.cdr`), bytes);
+  }
+}
+
+// --- bag reading ------------------------------------------------------------
+
+class FileReadable {
+  constructor(fd) {
+    this.fd = fd;
+  }
+  async size() {
+    return BigInt(fs.fstatSync(this.fd).size);
+  }
+  async read(offset, size) {
+    const buf = new Uint8Array(Number(size));
+    let done = 0;
+    while (done < buf.length) {
+      const n = fs.readSync(this.fd, buf, done, buf.length - done, Number(offset) + done);
+      if (n === 0) throw new Error(`short read at ${offset}`);
+      done += n;
+    }
+    return buf;
+  }
+}
+
+// toJSON turns decoded values into JSON-friendly ones: bigint -> decimal
+// string, Uint8Array -> base64 string, other typed arrays -> arrays.
+function toJSON(value) {
+  if (typeof value === "bigint") return value.toString();
+  if (value instanceof Uint8Array) return Buffer.from(value).toString("base64");
+  if (ArrayBuffer.isView(value)) return Array.from(value, toJSON);
+  if (Array.isArray(value)) return value.map(toJSON);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toJSON(v)]));
+  }
+  return value;
+}
+
+async function readBag(bagDir) {
+  const names = fs.readdirSync(bagDir).filter((f) => f.endsWith(".mcap")).sort();
+  if (names.length === 0) throw new Error(`no .mcap file in ${bagDir}`);
+  const decoder = new TextDecoder();
+  const out = { files: [] };
+  for (const name of names) {
+    const fd = fs.openSync(path.join(bagDir, name), "r");
+    try {
+      const reader = await McapIndexedReader.Initialize({ readable: new FileReadable(fd) });
+      const file = {
+        name,
+        profile: reader.header.profile,
+        library: reader.header.library,
+        metadata: [],
+        channels: [],
+        messages: [],
+      };
+      for await (const m of reader.readMetadata()) {
+        file.metadata.push({ name: m.name, metadata: Object.fromEntries(m.metadata) });
+      }
+      const readers = new Map();
+      for (const ch of [...reader.channelsById.values()].sort((a, b) => a.id - b.id)) {
+        const schema = reader.schemasById.get(ch.schemaId);
+        file.channels.push({
+          topic: ch.topic,
+          messageEncoding: ch.messageEncoding,
+          metadata: Object.fromEntries(ch.metadata),
+          schemaName: schema.name,
+          schemaEncoding: schema.encoding,
+          schema: decoder.decode(schema.data),
+        });
+        if (schema.encoding !== "ros2msg" || ch.messageEncoding !== "cdr") {
+          throw new Error(`channel ${ch.topic}: schema ${schema.encoding}, messages ${ch.messageEncoding}`);
+        }
+        readers.set(ch.id, new MessageReader(parse(decoder.decode(schema.data), { ros2: true })));
+      }
+      for await (const msg of reader.readMessages({ validateCrcs: true })) {
+        const ch = reader.channelsById.get(msg.channelId);
+        file.messages.push({
+          topic: ch.topic,
+          logTime: msg.logTime.toString(),
+          publishTime: msg.publishTime.toString(),
+          sequence: msg.sequence,
+          value: toJSON(readers.get(msg.channelId).readMessage(msg.data)),
+        });
+      }
+      out.files.push(file);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  process.stdout.write(JSON.stringify(out));
+}
+
+const [mode, arg] = process.argv.slice(2);
+if (mode === "golden" && arg) {
+  writeGolden(path.resolve(arg));
+} else if (mode === "readbag" && arg) {
+  await readBag(path.resolve(arg));
+} else {
+  process.stderr.write("usage: node xcheck.mjs golden <outdir> | readbag <bagdir>\n");
+  process.exit(2);
+}

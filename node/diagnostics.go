@@ -1,0 +1,163 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fastwam/actionexpert/msgs"
+)
+
+// DiagnosticName is the name of the node's diagnostic status.
+const DiagnosticName = "fastwam_action_expert: action expert"
+
+// diagLoop publishes the diagnostics at every tick and expires inputs that
+// waited too long for a partner.
+func (n *Node) diagLoop(ctx context.Context, tick <-chan time.Time) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		now := n.now()
+		n.mu.Lock()
+		n.pairer.expire(now, n.dropped)
+		n.mu.Unlock()
+		n.publishDiagnostics(now)
+	}
+}
+
+// publishDiagnostics publishes one DiagnosticArray.
+func (n *Node) publishDiagnostics(now time.Time) {
+	arr := n.diagnostics(now)
+	buf, err := arr.MarshalCDR()
+	if err == nil {
+		err = n.diag.Publish(buf)
+	}
+	if err != nil {
+		n.log.Warnf("diagnostics: %v", err)
+	}
+}
+
+// diagnostics builds the node's DiagnosticArray as published at time now:
+// one status whose level is ERROR when the self-test failed or the last
+// chunk failed in the backend, WARN when inputs were rejected or lost
+// since the previous report, OK otherwise (STALE once stopped), and whose
+// values hold the counters, the latency percentiles, the input age, the
+// backend state and the self-test result.
+func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
+	s := n.stats.snapshot()
+	n.stateMu.Lock()
+	state, st, backend := n.state, n.selfTest, n.backendState
+	prev := n.lastReport
+	n.lastReport = s
+	n.stateMu.Unlock()
+
+	level, message := msgs.LevelOK, ""
+	newRejects := s.TotalRejected() - prev.TotalRejected()
+	newLost := lost(s) - lost(prev)
+	newStale := s.Stale - prev.Stale
+	switch {
+	case state == StateSelfTestFailed:
+		level, message = msgs.LevelError, "self-test "+st.String()
+	case state == StateStopped:
+		level, message = msgs.LevelStale, "stopped"
+	case strings.HasPrefix(backend, "error"):
+		level, message = msgs.LevelError, "backend "+backend
+	case state != StateActive:
+		message = string(state)
+	case newRejects > 0 || newLost > 0 || newStale > 0 || s.Failed > prev.Failed:
+		level = msgs.LevelWarn
+		var parts []string
+		if newRejects > 0 {
+			parts = append(parts, fmt.Sprintf("%d inputs rejected", newRejects))
+		}
+		if newLost > 0 {
+			parts = append(parts, fmt.Sprintf("%d inputs unpaired", newLost))
+		}
+		if newStale > 0 {
+			parts = append(parts, fmt.Sprintf("%d chunks stale", newStale))
+		}
+		if d := s.Failed - prev.Failed; d > 0 {
+			parts = append(parts, fmt.Sprintf("%d chunks failed", d))
+		}
+		message = strings.Join(parts, ", ") + " since the last report"
+	case s.Out == 0:
+		message = "active, waiting for inputs"
+	default:
+		message = fmt.Sprintf("active, %d chunks published", s.Out)
+	}
+
+	kv := []msgs.KeyValue{
+		{Key: "state", Value: string(state)},
+		{Key: "backend", Value: n.p.Backend},
+		{Key: "backend_state", Value: backend},
+		{Key: "self_test", Value: st.String()},
+		{Key: "steps", Value: strconv.Itoa(n.p.Steps)},
+		{Key: "shift", Value: strconv.FormatFloat(n.p.Shift, 'g', -1, 64)},
+		{Key: "sync_policy", Value: string(n.p.Sync.Policy)},
+		{Key: "dry_run", Value: strconv.FormatBool(n.p.DryRun)},
+		{Key: "in." + n.p.Topics.KVCache, Value: u(s.In[n.p.Topics.KVCache])},
+		{Key: "in." + n.p.Topics.Context, Value: u(s.In[n.p.Topics.Context])},
+		{Key: "paired", Value: u(s.Paired)},
+		{Key: "out", Value: u(s.Out)},
+		{Key: "out.stale_input", Value: u(s.Stale)},
+		{Key: "out.clipped", Value: u(s.Clipped)},
+		{Key: "failed", Value: u(s.Failed)},
+		{Key: "dropped", Value: u(s.TotalDropped())},
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Dropped)) {
+		kv = append(kv, msgs.KeyValue{Key: "dropped." + string(k), Value: u(s.Dropped[k])})
+	}
+	kv = append(kv, msgs.KeyValue{Key: "rejected", Value: u(s.TotalRejected())})
+	for _, k := range slices.Sorted(maps.Keys(s.Rejected)) {
+		kv = append(kv, msgs.KeyValue{Key: "rejected." + string(k), Value: u(s.Rejected[k])})
+	}
+	kv = appendQuantiles(kv, "denoise_ms", s.Denoise)
+	kv = appendQuantiles(kv, "receive_to_publish_ms", s.ReceiveToPublish)
+	age := "n/a"
+	if s.HasInputAge {
+		age = msf(s.LastInputAge)
+	}
+	kv = append(kv, msgs.KeyValue{Key: "input_age_ms.last", Value: age})
+	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
+	n.mu.Lock()
+	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(n.pairer.waiting())})
+	n.mu.Unlock()
+
+	return msgs.DiagnosticArray{
+		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
+		Status: []msgs.DiagnosticStatus{{
+			Level: level, Name: DiagnosticName, Message: message, HardwareID: n.p.Backend, Values: kv,
+		}},
+	}
+}
+
+// lost counts the drops that mean a producer problem rather than load.
+func lost(s Snapshot) uint64 {
+	return s.Dropped[DropUnpaired] + s.Dropped[DropPairTimeout] + s.Dropped[DropOverflow]
+}
+
+func appendQuantiles(kv []msgs.KeyValue, name string, q Quantiles) []msgs.KeyValue {
+	if q.N == 0 {
+		return append(kv,
+			msgs.KeyValue{Key: name + ".p50", Value: "n/a"},
+			msgs.KeyValue{Key: name + ".p95", Value: "n/a"},
+			msgs.KeyValue{Key: name + ".max", Value: "n/a"})
+	}
+	return append(kv,
+		msgs.KeyValue{Key: name + ".p50", Value: msf(q.P50)},
+		msgs.KeyValue{Key: name + ".p95", Value: msf(q.P95)},
+		msgs.KeyValue{Key: name + ".max", Value: msf(q.Max)})
+}
+
+func u(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func msf(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds()*1000, 'f', 2, 64)
+}

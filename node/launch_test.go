@@ -1,0 +1,75 @@
+package node
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite launch/action_expert.params.yaml from the defaults")
+
+const paramsHeader = `# Parameters of the Fast-WAM action-expert node (package fastwam_action_expert)
+# with their defaults. The launch files read this file first (params_file:=...
+# names another one); htp.context_binary (or backend: "cpu" with cpu.weights)
+# must be set for the node to start.
+#
+# Generated from package node: go test ./node -run TestLaunchFiles -update
+`
+
+// TestLaunchFiles keeps the launch directory in step with the parameters:
+// the params file is the rendering of the defaults, and both launch files
+// declare every parameter as an argument.
+func TestLaunchFiles(t *testing.T) {
+	p := DefaultParams()
+	want := append([]byte(paramsHeader), p.ParamsYAML("/**")...)
+	const path = "../launch/action_expert.params.yaml"
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not the rendering of DefaultParams; run go test ./node -run TestLaunchFiles -update", path)
+	}
+	q := DefaultParams()
+	if err := q.ApplyParamsYAML(got, "/fastwam_action_expert"); err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+
+	names := ParamNames()
+	for _, f := range []struct {
+		path string
+		re   *regexp.Regexp
+	}{
+		{"../launch/action_expert.launch.py", regexp.MustCompile(`(?m)^    \("([^"]+)", "`)},
+		{"../launch/action_expert.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" default="" description=`)},
+		{"../launch/action_expert.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" value="\$\(var ([^)]+)\)"/>`)},
+	} {
+		text, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, m := range f.re.FindAllStringSubmatch(string(text), -1) {
+			if len(m) > 2 && m[1] != m[2] {
+				t.Errorf("%s passes $(var %s) as %s", f.path, m[2], m[1])
+			}
+			if slices.Contains(names, m[1]) {
+				found = append(found, m[1])
+			} else if !slices.Contains([]string{"params_file", "node_name", "namespace", "log_level"}, m[1]) {
+				t.Errorf("%s declares %q, which is not a parameter", f.path, m[1])
+			}
+		}
+		slices.Sort(found)
+		if !slices.Equal(found, names) {
+			t.Errorf("%s declares parameters %v, want %v", f.path, found, names)
+		}
+	}
+}

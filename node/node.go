@@ -1,0 +1,404 @@
+// Package node is the Fast-WAM action-expert ROS 2 node without ROS: it
+// reads its configuration from ROS parameters, receives serialized
+// VideoKVCache and TextContext messages, pairs and validates them, denoises
+// an action chunk on an expert.Backend in one worker goroutine and publishes
+// serialized ActionChunk messages and diagnostics.
+//
+// The node talks to the world through a Transport: the rclgo adapter in
+// package node/rosnode (build tag rclgo) on a robot, or the in-process Bus
+// in tests and in `fastwam replay`.
+//
+// The receive path (Transport callbacks) decodes without copying payloads,
+// checks shapes, types and stamps, pairs the inputs and puts the pair in a
+// one-element latest-wins slot; it never waits for the backend. The worker
+// takes pairs from the slot, converts the tensors once into the backend's
+// input buffers, rejects non-finite values, runs the flow-matching loop,
+// clips, encodes and publishes.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/msgs"
+)
+
+// Logger receives the node's log lines. The rclgo adapter logs through the
+// ROS node's logger (console and /rosout).
+type Logger interface {
+	Debugf(format string, args ...any)
+	Infof(format string, args ...any)
+	Warnf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugf(string, ...any) {}
+func (nopLogger) Infof(string, ...any)  {}
+func (nopLogger) Warnf(string, ...any)  {}
+func (nopLogger) Errorf(string, ...any) {}
+
+// State is the node's lifecycle state, reported in the diagnostics.
+type State string
+
+// Node states.
+const (
+	StateStarting       State = "starting"         // created, Run not called
+	StateSelfTest       State = "self_test"        // running the golden through the backend
+	StateActive         State = "active"           // processing inputs
+	StateSelfTestFailed State = "self_test_failed" // refusing inputs; see the diagnostics
+	StateStopped        State = "stopped"          // Run returned
+)
+
+// Config is what New needs besides the backend and the transport.
+type Config struct {
+	Params Params
+	Logger Logger // nil discards the log
+
+	// Now is the node's one clock: time.Now when nil. Latencies use its
+	// monotonic reading, input ages its wall reading against the stamps.
+	Now func() time.Time
+	// Tick paces the diagnostics; a 1 Hz ticker when nil.
+	Tick <-chan time.Time
+	// Golden, when not nil, is used instead of loading
+	// Params.SelfTest.Golden.
+	Golden *golden.Case
+}
+
+// Node is one action-expert node. Create it with New, then call Run.
+type Node struct {
+	p       Params
+	dims    expert.Dims
+	backend expert.Backend
+	log     Logger
+	now     func() time.Time
+	tick    <-chan time.Time
+	sched   expert.Schedule
+	golden  *golden.Case
+
+	actions Publisher
+	diag    Publisher
+
+	running sync.Mutex // held by Run
+
+	// Receive path.
+	mu       sync.Mutex // pairer and stamp checks
+	pairer   *pairer
+	kvStamp  stampCheck
+	ctxStamp stampCheck
+	slot     *slot
+	stats    *stats
+
+	// Reported state.
+	stateMu      sync.Mutex
+	state        State
+	selfTest     SelfTestResult
+	backendState string
+	lastReport   Snapshot // counters at the previous diagnostics
+
+	// Worker-owned.
+	chunk  expert.Chunk
+	seq    uint64
+	out    msgs.ActionChunk
+	outBuf []byte
+}
+
+// New checks the configuration against the backend's contract, loads the
+// self-test golden and creates the node's publishers and subscriptions on
+// t. The caller keeps ownership of b and closes it after Run returns.
+func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
+	p := cfg.Params
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, errors.New("node: no backend")
+	}
+	d := b.Dims()
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("node: backend contract: %w", err)
+	}
+	if n := len(p.ClipMin); n != 0 && n != 1 && n != d.ActionDim {
+		return nil, fmt.Errorf("node: clip.min and clip.max have %d values; want 1 or %d (the action dimension)", n, d.ActionDim)
+	}
+	sched, err := expert.NewSchedule(p.Steps, float32(p.Shift))
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n := &Node{
+		p: p, dims: d, backend: b, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sched: sched,
+		golden: cfg.Golden,
+		pairer: &pairer{policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
+			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
+		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
+		chunk: expert.Chunk{
+			VideoKeys:   make([]float32, d.KVLen()),
+			VideoValues: make([]float32, d.KVLen()),
+			Context:     make([]float32, d.ContextLen()),
+			ContextMask: make([]bool, d.ContextTokens),
+		},
+	}
+	if n.log == nil {
+		n.log = nopLogger{}
+	}
+	if n.now == nil {
+		n.now = time.Now
+	}
+	n.selfTest = SelfTestResult{Status: "none"}
+	if p.SelfTest.Skip {
+		n.selfTest.Status = "skipped"
+	} else if n.golden == nil && p.SelfTest.Golden != "" {
+		g, err := LoadGolden(p.SelfTest.Golden, d)
+		if err != nil {
+			return nil, fmt.Errorf("node: self_test.golden: %w", err)
+		}
+		n.golden = g
+	}
+	n.out.Actions = make([]msgs.ActionRow, d.ActionTokens)
+
+	if n.actions, err = t.Advertise(Topic{Name: p.Topics.Actions, Type: msgs.TypeActionChunk, QoS: p.QoS.Actions}); err != nil {
+		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Actions, err)
+	}
+	if n.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: DiagnosticsQoS()}); err != nil {
+		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Diagnostics, err)
+	}
+	if err := t.Subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, n.onKV); err != nil {
+		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.KVCache, err)
+	}
+	if err := t.Subscribe(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext, QoS: p.QoS.Context}, n.onContext); err != nil {
+		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.Context, err)
+	}
+	return n, nil
+}
+
+// Dims is the contract of the node's backend.
+func (n *Node) Dims() expert.Dims { return n.dims }
+
+// State reports the node's lifecycle state.
+func (n *Node) State() State {
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	return n.state
+}
+
+func (n *Node) setState(s State) {
+	n.stateMu.Lock()
+	n.state = s
+	n.stateMu.Unlock()
+}
+
+// SelfTest reports the start-up self-test's result.
+func (n *Node) SelfTest() SelfTestResult {
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	return n.selfTest
+}
+
+func (n *Node) setBackendState(s string) {
+	n.stateMu.Lock()
+	n.backendState = s
+	n.stateMu.Unlock()
+}
+
+// Stats returns a copy of the node's counters and latency summaries.
+func (n *Node) Stats() Snapshot { return n.stats.snapshot() }
+
+// Run runs the self-test, then processes inputs until ctx is done, and
+// publishes diagnostics all along. A failed self-test leaves the node up
+// but inactive: inputs are dropped and the diagnostics report the failure
+// at ERROR level. Run returns after the worker has stopped using the
+// backend, so the caller may close the backend then. Run may be called
+// once.
+func (n *Node) Run(ctx context.Context) error {
+	if !n.running.TryLock() {
+		return errors.New("node: Run called twice")
+	}
+	tick := n.tick
+	if tick == nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { n.diagLoop(runCtx, tick) })
+	defer func() {
+		cancel()
+		wg.Wait()
+		n.setState(StateStopped)
+		if n.slot.Clear() != nil {
+			n.dropped(n.p.Topics.KVCache, DropShutdown)
+		}
+		n.publishDiagnostics(n.now())
+		n.log.Infof("stopped: %s", n.summary())
+	}()
+
+	clip := "none"
+	if len(n.p.ClipMin) > 0 {
+		clip = fmt.Sprintf("%v..%v", n.p.ClipMin, n.p.ClipMax)
+	}
+	n.log.Infof("backend %s, contract %v; %d steps, shift %g, noise seed %d, sync %s (buffer %d, timeout %v), max input age %v, clip %s, dry_run %v",
+		n.p.Backend, n.dims, n.p.Steps, n.p.Shift, n.p.NoiseSeed, n.p.Sync.Policy, n.p.Sync.Buffer, n.p.Sync.Timeout,
+		n.p.MaxInputAge, clip, n.p.DryRun)
+	if n.golden != nil && !n.p.SelfTest.Skip {
+		n.setState(StateSelfTest)
+		n.log.Infof("self-test: running the golden step through the backend")
+		res := RunSelfTest(runCtx, n.backend, n.golden, n.p.SelfTest.MinCosine)
+		if ctx.Err() != nil {
+			return nil
+		}
+		n.stateMu.Lock()
+		n.selfTest = res
+		n.stateMu.Unlock()
+		if !res.Passed() {
+			n.setState(StateSelfTestFailed)
+			n.log.Errorf("self-test %s; refusing to go active (inputs are dropped until restart)", res)
+			<-ctx.Done()
+			return nil
+		}
+		n.log.Infof("self-test %s", res)
+	}
+	n.setState(StateActive)
+	n.log.Infof("active: %s + %s -> %s", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+	for {
+		p := n.slot.Take(runCtx)
+		if p == nil {
+			return nil
+		}
+		n.process(runCtx, p)
+	}
+}
+
+func (n *Node) summary() string {
+	s := n.stats.snapshot()
+	out := fmt.Sprintf("%d chunks published, %d backend errors", s.Out, s.Failed)
+	for _, group := range []struct {
+		name   string
+		counts map[string]uint64
+	}{{"rejected", stringKeys(s.Rejected)}, {"dropped", stringKeys(s.Dropped)}} {
+		if len(group.counts) == 0 {
+			out += ", 0 " + group.name
+			continue
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(group.counts)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, group.counts[k]))
+		}
+		out += fmt.Sprintf("; %s: %s", group.name, strings.Join(parts, ", "))
+	}
+	return out
+}
+
+func stringKeys[K ~string](m map[K]uint64) map[string]uint64 {
+	out := make(map[string]uint64, len(m))
+	for k, v := range m {
+		out[string(k)] = v
+	}
+	return out
+}
+
+// onKV is the receive path of the VideoKVCache topic.
+func (n *Node) onKV(data []byte) {
+	now := n.now()
+	topic := n.p.Topics.KVCache
+	n.stats.received(topic)
+	if n.State() != StateActive {
+		n.dropped(topic, DropInactive)
+		return
+	}
+	in, rej := decodeKV(topic, data, n.dims)
+	if rej != nil {
+		n.rejected(rej)
+		return
+	}
+	in.recv = now
+	n.mu.Lock()
+	if rej := n.kvStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
+		n.mu.Unlock()
+		n.rejected(rej)
+		return
+	}
+	p := n.pairer.addKV(in, now, n.dropped)
+	n.mu.Unlock()
+	n.offer(p)
+}
+
+// onContext is the receive path of the TextContext topic. With the latest
+// policy a context's stamp is not checked: the newest one received wins.
+func (n *Node) onContext(data []byte) {
+	now := n.now()
+	topic := n.p.Topics.Context
+	n.stats.received(topic)
+	if n.State() != StateActive {
+		n.dropped(topic, DropInactive)
+		return
+	}
+	in, rej := decodeContext(topic, data, n.dims)
+	if rej != nil {
+		n.rejected(rej)
+		return
+	}
+	in.recv = now
+	n.mu.Lock()
+	if n.p.Sync.Policy == SyncExact {
+		if rej := n.ctxStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
+			n.mu.Unlock()
+			n.rejected(rej)
+			return
+		}
+	}
+	p := n.pairer.addContext(in, now, n.dropped)
+	n.mu.Unlock()
+	n.offer(p)
+}
+
+// offer hands a completed pair to the worker.
+func (n *Node) offer(p *pair) {
+	if p == nil {
+		return
+	}
+	n.stats.pair()
+	if n.slot.Put(p) != nil {
+		n.dropped(n.p.Topics.KVCache, DropSuperseded)
+	}
+}
+
+// rejected counts an invalid input and logs the first of each kind.
+func (n *Node) rejected(e *inputError) {
+	if n.stats.reject(e.reason) == 1 {
+		n.log.Warnf("%v (logged once; further %q rejections are counted in %s)", e, e.reason, n.p.Topics.Diagnostics)
+	}
+}
+
+// dropped counts a valid input that will not be processed and logs the
+// first of each kind.
+func (n *Node) dropped(topic string, why Drop) {
+	if n.stats.drop(why) != 1 {
+		return
+	}
+	var msg string
+	switch why {
+	case DropSuperseded:
+		msg = "inputs arrive faster than the backend denoises; the newest pair wins"
+	case DropUnpaired:
+		msg = "a message's partner can no longer arrive in stamp order"
+	case DropPairTimeout:
+		msg = fmt.Sprintf("no partner with the same stamp within sync.timeout %v", n.p.Sync.Timeout)
+	case DropOverflow:
+		msg = fmt.Sprintf("more than sync.buffer %d messages waiting for a partner", n.p.Sync.Buffer)
+	case DropInactive:
+		msg = fmt.Sprintf("the node is %s", n.State())
+	case DropShutdown:
+		msg = "shutting down"
+	}
+	n.log.Infof("dropping %s input (%s): %s (logged once; counted in %s)", topic, why, msg, n.p.Topics.Diagnostics)
+}

@@ -1,0 +1,449 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Backend names accepted by the backend parameter.
+const (
+	BackendHTP = "htp"
+	BackendCPU = "cpu"
+)
+
+// SyncPolicy says how a VideoKVCache is paired with a TextContext.
+type SyncPolicy string
+
+const (
+	// SyncExact pairs messages with the same header stamp, holding each in a
+	// bounded buffer until its partner arrives or a timeout expires.
+	SyncExact SyncPolicy = "exact"
+	// SyncLatest pairs every VideoKVCache with the newest TextContext.
+	SyncLatest SyncPolicy = "latest"
+)
+
+// perfModes lists the HTP performance modes the htp.performance_mode
+// parameter accepts.
+func perfModes() []string {
+	return []string{"burst", "high_performance", "balanced", "power_saver", "default"}
+}
+
+// Params is the node's configuration, as set by ROS parameters. The zero
+// value is not useful: start from DefaultParams.
+type Params struct {
+	Backend string // BackendHTP or BackendCPU
+
+	HTP HTPParams
+	CPU CPUParams
+
+	Steps     int     // Euler steps of the flow-matching loop
+	Shift     float64 // schedule shift
+	NoiseSeed uint64  // base seed; a chunk uses NoiseSeed + the VideoKVCache's seq
+
+	Topics Topics
+	QoS    TopicQoS
+
+	Sync SyncParams
+
+	// MaxInputAge rejects a VideoKVCache older than this when it arrives
+	// and flags a chunk stale_input when its inputs are older than this at
+	// publish time. Zero disables both.
+	MaxInputAge time.Duration
+
+	// ClipMin and ClipMax bound every published action value: empty (no
+	// clipping), one value for every dimension, or one value per action
+	// dimension.
+	ClipMin, ClipMax []float64
+
+	DryRun bool // publish chunks flagged dry_run
+
+	SelfTest SelfTestParams
+
+	UseSimTime bool // accepted for launch-file compatibility; the node runs on the system clock
+}
+
+// HTPParams configures the QNN HTP backend.
+type HTPParams struct {
+	ContextBinary   string // the action_step context binary
+	BackendLibrary  string // libQnnHtp.so
+	SystemLibrary   string // libQnnSystem.so
+	RPCMemLibrary   string // libcdsprpc.so
+	GraphName       string // graph inside the context binary
+	PerformanceMode string // burst, high_performance, balanced, power_saver or default
+	SharedBuffers   bool   // zero-copy rpcmem inputs when available
+}
+
+// CPUParams configures the pure-Go CPU backend.
+type CPUParams struct {
+	Weights string // safetensors file of the action expert
+	Threads int    // BLAS threads; 0 = the BLAS default
+
+	// VideoTokens and ContextTokens size the inputs the CPU backend
+	// accepts (they are not fixed by the weights); 0 takes them from the
+	// weights' configuration, else the production 98 and 129.
+	VideoTokens, ContextTokens int
+}
+
+// Topics names the node's topics. Relative names resolve in the node's
+// namespace; remapping applies on top.
+type Topics struct {
+	KVCache     string
+	Context     string
+	Actions     string
+	Diagnostics string
+}
+
+// TopicQoS holds the QoS of each topic the node creates.
+type TopicQoS struct {
+	KVCache QoS
+	Context QoS
+	Actions QoS
+}
+
+// SyncParams configures the pairing of the two inputs.
+type SyncParams struct {
+	Policy  SyncPolicy
+	Buffer  int           // messages held per topic while waiting for a partner
+	Timeout time.Duration // how long a message waits for its partner
+}
+
+// SelfTestParams configures the start-up self-test.
+type SelfTestParams struct {
+	Golden    string  // .npz with one step's inputs and expected prediction; empty = none
+	Skip      bool    // go active without running the golden
+	MinCosine float64 // the prediction's cosine to the golden must reach this
+}
+
+// DefaultParams returns the defaults of every parameter, the values the
+// launch files' params YAML also lists.
+func DefaultParams() Params {
+	in := QoS{Reliability: ReliabilityReliable, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 2}
+	return Params{
+		Backend: BackendHTP,
+		HTP: HTPParams{
+			BackendLibrary:  "libQnnHtp.so",
+			SystemLibrary:   "libQnnSystem.so",
+			RPCMemLibrary:   "libcdsprpc.so",
+			GraphName:       "action_step",
+			PerformanceMode: "burst",
+			SharedBuffers:   true,
+		},
+		Steps: 10,
+		Shift: 5,
+		Topics: Topics{
+			KVCache:     "video_kv_cache",
+			Context:     "text_context",
+			Actions:     "action_chunk",
+			Diagnostics: "/diagnostics",
+		},
+		QoS: TopicQoS{
+			KVCache: in,
+			Context: in,
+			Actions: QoS{Reliability: ReliabilityReliable, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 5},
+		},
+		Sync:        SyncParams{Policy: SyncExact, Buffer: 4, Timeout: time.Second},
+		MaxInputAge: time.Second,
+		SelfTest:    SelfTestParams{MinCosine: 0.9999},
+	}
+}
+
+// paramKind is the ROS type a parameter is declared with.
+type paramKind int
+
+const (
+	kindBool paramKind = iota
+	kindInt
+	kindDouble
+	kindString
+	kindDoubleArray
+)
+
+func (k paramKind) String() string {
+	switch k {
+	case kindBool:
+		return "bool"
+	case kindInt:
+		return "integer"
+	case kindDouble:
+		return "double"
+	case kindString:
+		return "string"
+	case kindDoubleArray:
+		return "double array"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// paramDef declares one parameter: its name, type, and how a value of that
+// type is stored in Params.
+type paramDef struct {
+	name string
+	kind paramKind
+	doc  string
+	set  func(p *Params, v value) error
+	get  func(p *Params) any // string, int64, float64, bool or []float64
+}
+
+// paramDefs declares every parameter the node accepts, in documentation
+// order.
+func paramDefs() []paramDef {
+	str := func(name, doc string, dst func(*Params) *string) paramDef {
+		return paramDef{name, kindString, doc,
+			func(p *Params, v value) error { *dst(p) = v.s; return nil },
+			func(p *Params) any { return *dst(p) }}
+	}
+	boolean := func(name, doc string, dst func(*Params) *bool) paramDef {
+		return paramDef{name, kindBool, doc,
+			func(p *Params, v value) error { *dst(p) = v.b; return nil },
+			func(p *Params) any { return *dst(p) }}
+	}
+	seconds := func(name, doc string, dst func(*Params) *time.Duration) paramDef {
+		return paramDef{name, kindDouble, doc, func(p *Params, v value) error {
+			if v.f < 0 || v.f > 1e6 || math.IsNaN(v.f) {
+				return fmt.Errorf("must be a number of seconds in [0, 1e6], got %v", v.f)
+			}
+			*dst(p) = time.Duration(v.f * float64(time.Second))
+			return nil
+		}, func(p *Params) any { return dst(p).Seconds() }}
+	}
+	integer := func(name, doc string, lo, hi int64, dst func(*Params) *int) paramDef {
+		return paramDef{name, kindInt, doc, func(p *Params, v value) error {
+			if v.i < lo || v.i > hi {
+				return fmt.Errorf("must be in [%d, %d], got %d", lo, hi, v.i)
+			}
+			*dst(p) = int(v.i)
+			return nil
+		}, func(p *Params) any { return int64(*dst(p)) }}
+	}
+	defs := []paramDef{
+		{"backend", kindString, "step backend: htp or cpu", func(p *Params, v value) error {
+			if v.s != BackendHTP && v.s != BackendCPU {
+				return fmt.Errorf("must be %q or %q, got %q", BackendHTP, BackendCPU, v.s)
+			}
+			p.Backend = v.s
+			return nil
+		}, func(p *Params) any { return p.Backend }},
+		str("htp.context_binary", "path of the action_step QNN context binary", func(p *Params) *string { return &p.HTP.ContextBinary }),
+		str("htp.backend_library", "QNN HTP backend library", func(p *Params) *string { return &p.HTP.BackendLibrary }),
+		str("htp.system_library", "QNN system library", func(p *Params) *string { return &p.HTP.SystemLibrary }),
+		str("htp.rpcmem_library", "library providing rpcmem_alloc (libcdsprpc.so)", func(p *Params) *string { return &p.HTP.RPCMemLibrary }),
+		str("htp.graph_name", "graph name inside the context binary", func(p *Params) *string { return &p.HTP.GraphName }),
+		{"htp.performance_mode", kindString, "HTP performance mode: " + strings.Join(perfModes(), ", "), func(p *Params, v value) error {
+			for _, m := range perfModes() {
+				if v.s == m {
+					p.HTP.PerformanceMode = v.s
+					return nil
+				}
+			}
+			return fmt.Errorf("must be one of %s, got %q", strings.Join(perfModes(), ", "), v.s)
+		}, func(p *Params) any { return p.HTP.PerformanceMode }},
+		boolean("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs", func(p *Params) *bool { return &p.HTP.SharedBuffers }),
+		str("cpu.weights", "path of the action expert's safetensors weights", func(p *Params) *string { return &p.CPU.Weights }),
+		integer("cpu.threads", "BLAS threads of the CPU backend (0 = its default)", 0, 1024, func(p *Params) *int { return &p.CPU.Threads }),
+		integer("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)", 0, 1<<20, func(p *Params) *int { return &p.CPU.VideoTokens }),
+		integer("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)", 0, 1<<20, func(p *Params) *int { return &p.CPU.ContextTokens }),
+		integer("steps", "Euler steps per chunk", 1, 1000, func(p *Params) *int { return &p.Steps }),
+		{"shift", kindDouble, "schedule shift", func(p *Params, v value) error {
+			if !(v.f > 0) || math.IsInf(v.f, 0) || v.f > math.MaxFloat32 {
+				return fmt.Errorf("must be a positive finite number, got %v", v.f)
+			}
+			p.Shift = v.f
+			return nil
+		}, func(p *Params) any { return p.Shift }},
+		{"noise_seed", kindInt, "base seed of the initial noise; chunk k uses noise_seed+k", func(p *Params, v value) error {
+			if v.i < 0 {
+				return fmt.Errorf("must not be negative, got %d", v.i)
+			}
+			p.NoiseSeed = uint64(v.i)
+			return nil
+		}, func(p *Params) any { return int64(p.NoiseSeed) }},
+		str("topics.kv_cache", "input VideoKVCache topic", func(p *Params) *string { return &p.Topics.KVCache }),
+		str("topics.context", "input TextContext topic", func(p *Params) *string { return &p.Topics.Context }),
+		str("topics.actions", "output ActionChunk topic", func(p *Params) *string { return &p.Topics.Actions }),
+		str("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
+	}
+	for _, t := range []struct {
+		name string
+		qos  func(*Params) *QoS
+	}{
+		{"kv_cache", func(p *Params) *QoS { return &p.QoS.KVCache }},
+		{"context", func(p *Params) *QoS { return &p.QoS.Context }},
+		{"actions", func(p *Params) *QoS { return &p.QoS.Actions }},
+	} {
+		qos := t.qos
+		prefix := "qos." + t.name + "."
+		defs = append(defs,
+			paramDef{prefix + "reliability", kindString, "reliable or best_effort", func(p *Params, v value) error {
+				r, err := ParseReliability(v.s)
+				qos(p).Reliability = r
+				return err
+			}, func(p *Params) any { return string(qos(p).Reliability) }},
+			paramDef{prefix + "durability", kindString, "volatile or transient_local", func(p *Params, v value) error {
+				d, err := ParseDurability(v.s)
+				qos(p).Durability = d
+				return err
+			}, func(p *Params) any { return string(qos(p).Durability) }},
+			paramDef{prefix + "history", kindString, "keep_last or keep_all", func(p *Params, v value) error {
+				h, err := ParseHistory(v.s)
+				qos(p).History = h
+				return err
+			}, func(p *Params) any { return string(qos(p).History) }},
+			integer(prefix+"depth", "queue depth of keep_last", 1, 1000, func(p *Params) *int { return &qos(p).Depth }),
+		)
+	}
+	defs = append(defs,
+		paramDef{"sync.policy", kindString, "pairing of the inputs: exact (same stamp) or latest (newest context)", func(p *Params, v value) error {
+			switch SyncPolicy(v.s) {
+			case SyncExact, SyncLatest:
+				p.Sync.Policy = SyncPolicy(v.s)
+				return nil
+			}
+			return fmt.Errorf("must be %q or %q, got %q", SyncExact, SyncLatest, v.s)
+		}, func(p *Params) any { return string(p.Sync.Policy) }},
+		integer("sync.buffer", "messages held per input while waiting for a partner", 1, 64, func(p *Params) *int { return &p.Sync.Buffer }),
+		seconds("sync.timeout", "seconds an input waits for its partner", func(p *Params) *time.Duration { return &p.Sync.Timeout }),
+		seconds("max_input_age", "seconds; older inputs are rejected (0 = no limit)", func(p *Params) *time.Duration { return &p.MaxInputAge }),
+		paramDef{"clip.min", kindDoubleArray, "lower action bound: one value or one per action dimension (empty = none)", func(p *Params, v value) error {
+			p.ClipMin = append([]float64(nil), v.fs...)
+			return nil
+		}, func(p *Params) any { return append([]float64{}, p.ClipMin...) }},
+		paramDef{"clip.max", kindDoubleArray, "upper action bound: one value or one per action dimension (empty = none)", func(p *Params, v value) error {
+			p.ClipMax = append([]float64(nil), v.fs...)
+			return nil
+		}, func(p *Params) any { return append([]float64{}, p.ClipMax...) }},
+		boolean("dry_run", "publish chunks flagged dry_run (not for the robot)", func(p *Params) *bool { return &p.DryRun }),
+		str("self_test.golden", "golden .npz checked through the backend at start-up (empty = none)", func(p *Params) *string { return &p.SelfTest.Golden }),
+		boolean("self_test.skip", "go active without the golden self-test", func(p *Params) *bool { return &p.SelfTest.Skip }),
+		paramDef{"self_test.min_cosine", kindDouble, "cosine the self-test must reach", func(p *Params, v value) error {
+			if !(v.f > 0 && v.f <= 1) {
+				return fmt.Errorf("must be in (0, 1], got %v", v.f)
+			}
+			p.SelfTest.MinCosine = v.f
+			return nil
+		}, func(p *Params) any { return p.SelfTest.MinCosine }},
+		boolean("use_sim_time", "standard ROS parameter; must stay false (the node uses the system clock)", func(p *Params) *bool { return &p.UseSimTime }),
+	)
+	return defs
+}
+
+// ParamNames lists every parameter name the node accepts, sorted.
+func ParamNames() []string {
+	defs := paramDefs()
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.name
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Set assigns one parameter from a value given in ROS's YAML syntax (the
+// right-hand side of `-p name:=value`). An unknown name, a value of the
+// wrong type or out of range is an error naming the parameter.
+func (p *Params) Set(name, yamlValue string) error {
+	v, err := parseYAMLValue(yamlValue)
+	if err != nil {
+		return fmt.Errorf("parameter %q: %w", name, err)
+	}
+	return p.set(name, v)
+}
+
+func (p *Params) set(name string, v value) error {
+	for _, d := range paramDefs() {
+		if d.name != name {
+			continue
+		}
+		cv, err := v.convert(d.kind)
+		if err != nil {
+			return fmt.Errorf("parameter %q: %w", name, err)
+		}
+		if err := d.set(p, cv); err != nil {
+			return fmt.Errorf("parameter %q: %w", name, err)
+		}
+		return nil
+	}
+	msg := fmt.Sprintf("unknown parameter %q", name)
+	if s := closest(name, ParamNames()); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// Validate checks what no single parameter can: the inputs the chosen
+// backend needs and the consistency of related parameters.
+func (p *Params) Validate() error {
+	switch p.Backend {
+	case BackendHTP:
+		if p.HTP.ContextBinary == "" {
+			return fmt.Errorf("parameter \"htp.context_binary\" must name the context binary when backend is %q", BackendHTP)
+		}
+	case BackendCPU:
+		if p.CPU.Weights == "" {
+			return fmt.Errorf("parameter \"cpu.weights\" must name the weights file when backend is %q", BackendCPU)
+		}
+	default:
+		return fmt.Errorf("parameter \"backend\" must be %q or %q, got %q", BackendHTP, BackendCPU, p.Backend)
+	}
+	for _, t := range []struct{ name, v string }{
+		{"topics.kv_cache", p.Topics.KVCache}, {"topics.context", p.Topics.Context},
+		{"topics.actions", p.Topics.Actions}, {"topics.diagnostics", p.Topics.Diagnostics},
+	} {
+		if strings.TrimSpace(t.v) == "" {
+			return fmt.Errorf("parameter %q must not be empty", t.name)
+		}
+	}
+	if p.Topics.KVCache == p.Topics.Context {
+		return fmt.Errorf("parameters \"topics.kv_cache\" and \"topics.context\" name the same topic %q", p.Topics.KVCache)
+	}
+	if p.Sync.Timeout <= 0 {
+		return fmt.Errorf("parameter \"sync.timeout\" must be positive, got %v", p.Sync.Timeout)
+	}
+	if len(p.ClipMin) != len(p.ClipMax) {
+		return fmt.Errorf("parameters \"clip.min\" and \"clip.max\" must have the same length, got %d and %d", len(p.ClipMin), len(p.ClipMax))
+	}
+	for i := range p.ClipMin {
+		lo, hi := p.ClipMin[i], p.ClipMax[i]
+		if math.IsNaN(lo) || math.IsNaN(hi) || lo > hi {
+			return fmt.Errorf("clip bound %d: need clip.min <= clip.max, got [%v, %v]", i, lo, hi)
+		}
+	}
+	if p.UseSimTime {
+		return fmt.Errorf("parameter \"use_sim_time\" is true, but the node runs on the system clock only")
+	}
+	return nil
+}
+
+// closest returns the known name nearest to name by edit distance when it is
+// close enough to be a likely typo.
+func closest(name string, known []string) string {
+	best, bestD := "", len(name)/2+2
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,169 @@
+package node
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// windowSize is how many recent samples the latency percentiles cover.
+const windowSize = 256
+
+// window keeps the last windowSize samples of a duration.
+type window struct {
+	buf  [windowSize]time.Duration
+	n    int // samples written, saturating at windowSize
+	next int
+	max  time.Duration // over the node's lifetime
+}
+
+func (w *window) add(d time.Duration) {
+	w.buf[w.next] = d
+	w.next = (w.next + 1) % windowSize
+	if w.n < windowSize {
+		w.n++
+	}
+	if d > w.max {
+		w.max = d
+	}
+}
+
+// Quantiles summarises a latency: the median and 95th percentile of the
+// last samples and the maximum since start.
+type Quantiles struct {
+	N             int // samples in the window
+	P50, P95, Max time.Duration
+}
+
+func (w *window) quantiles() Quantiles {
+	if w.n == 0 {
+		return Quantiles{}
+	}
+	s := slices.Clone(w.buf[:w.n])
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[int(q*float64(len(s)-1)+0.5)] }
+	return Quantiles{N: w.n, P50: at(0.5), P95: at(0.95), Max: w.max}
+}
+
+// stats counts what the node did; safe for concurrent use.
+type stats struct {
+	mu       sync.Mutex
+	in       map[string]uint64 // by topic
+	rejected map[Reason]uint64
+	dropped  map[Drop]uint64
+	paired   uint64
+	out      uint64
+	failed   uint64 // backend errors
+	stale    uint64 // published flagged stale_input
+	clipped  uint64 // published with a clipped value
+
+	denoise window
+	r2p     window // receive to publish
+	age     window // input age at publish
+	lastAge time.Duration
+	hasAge  bool
+}
+
+func newStats() *stats {
+	return &stats{in: map[string]uint64{}, rejected: map[Reason]uint64{}, dropped: map[Drop]uint64{}}
+}
+
+func (s *stats) received(topic string) {
+	s.mu.Lock()
+	s.in[topic]++
+	s.mu.Unlock()
+}
+
+// reject counts r and returns its count so far.
+func (s *stats) reject(r Reason) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected[r]++
+	return s.rejected[r]
+}
+
+// drop counts d and returns its count so far.
+func (s *stats) drop(d Drop) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropped[d]++
+	return s.dropped[d]
+}
+
+func (s *stats) pair() {
+	s.mu.Lock()
+	s.paired++
+	s.mu.Unlock()
+}
+
+// fail counts a backend error and returns the count so far.
+func (s *stats) fail() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed++
+	return s.failed
+}
+
+func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out++
+	s.denoise.add(denoise)
+	s.r2p.add(r2p)
+	s.age.add(age)
+	s.lastAge, s.hasAge = age, true
+	if stale {
+		s.stale++
+	}
+	if clipped {
+		s.clipped++
+	}
+}
+
+// Snapshot is a copy of the node's counters and latency summaries.
+type Snapshot struct {
+	In       map[string]uint64 // messages received, by topic
+	Rejected map[Reason]uint64
+	Dropped  map[Drop]uint64
+	Paired   uint64
+	Out      uint64 // chunks published
+	Failed   uint64 // chunks lost to backend errors
+	Stale    uint64 // chunks published with stale_input
+	Clipped  uint64 // chunks published with a clipped value
+
+	Denoise          Quantiles
+	ReceiveToPublish Quantiles
+	InputAge         Quantiles
+	LastInputAge     time.Duration
+	HasInputAge      bool
+}
+
+// TotalRejected sums the rejections over reasons.
+func (s Snapshot) TotalRejected() uint64 {
+	var n uint64
+	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}
+
+// TotalDropped sums the drops over reasons.
+func (s Snapshot) TotalDropped() uint64 {
+	var n uint64
+	for _, v := range s.Dropped {
+		n += v
+	}
+	return n
+}
+
+func (s *stats) snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Snapshot{
+		In: maps.Clone(s.in), Rejected: maps.Clone(s.rejected), Dropped: maps.Clone(s.dropped),
+		Paired: s.paired, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
+		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(),
+		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
+	}
+}
