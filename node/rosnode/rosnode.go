@@ -58,6 +58,11 @@ func (t *Transport) typeSupport(name string) (types.MessageTypeSupport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rosnode: type support of %s (is the package built and its install sourced?): %w", name, err)
 	}
+	// rclgo reports a message name missing from an existing package as
+	// success with a nil type support (its loader clears dlerror first).
+	if ts.TypeSupport() == nil {
+		return nil, fmt.Errorf("rosnode: type support of %s: package %s has no message %s (is the installed package older than this node?)", name, pkg, rest)
+	}
 	t.types[name] = ts
 	return ts, nil
 }

@@ -289,3 +289,26 @@ func TestQoSProfile(t *testing.T) {
 		t.Errorf("mapped to %+v", q)
 	}
 }
+
+// TestUnknownMessageType checks that a message name missing from an
+// existing package is an error, which rclgo's loader does not report.
+func TestUnknownMessageType(t *testing.T) {
+	needROS(t)
+	rctx, err := rclgo.NewContext(rclgo.ClockTypeSystemTime, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rctx.Close()
+	rn, err := rctx.NewNode("fastwam_type_probe", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTransport(rn, testLogger{t})
+	for _, ty := range []string{msgs.Package + "/msg/NoSuchMessage", "no_such_package/msg/Thing", "not-a-type"} {
+		if _, err := tr.Advertise(node.Topic{Name: "probe", Type: ty}); err == nil {
+			t.Errorf("Advertise of %s succeeded", ty)
+		} else {
+			t.Log(err)
+		}
+	}
+}
