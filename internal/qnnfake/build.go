@@ -96,7 +96,9 @@ func (v Variant) fileName() string {
 
 // compileFlags are the gcc flags of every build. -ffp-contract=off keeps gcc
 // from fusing multiplies and adds, so the outputs match Expected bit for bit.
-var compileFlags = []string{"-std=c11", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-ffp-contract=off", "-pthread"}
+func compileFlags() []string {
+	return []string{"-std=c11", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-ffp-contract=off", "-pthread"}
+}
 
 // Build compiles the test double with gcc into dir and returns the .so path.
 // The library is written under a temporary name and renamed into place, so
@@ -119,7 +121,7 @@ func Build(dir string, v Variant) (string, error) {
 		return "", fmt.Errorf("qnnfake: build: %w", err)
 	}
 	obj := filepath.Join(tmp, v.fileName())
-	args := append(append(append([]string{}, compileFlags...), v.defines()...), "-o", obj, src, "-lm")
+	args := append(append(append([]string{}, compileFlags()...), v.defines()...), "-o", obj, src, "-lm")
 	cmd := exec.Command(gcc, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -138,7 +140,7 @@ func Build(dir string, v Variant) (string, error) {
 func cacheDir() string {
 	h := sha256.New()
 	h.Write(source)
-	h.Write([]byte(strings.Join(compileFlags, " ")))
+	h.Write([]byte(strings.Join(compileFlags(), " ")))
 	return filepath.Join(os.TempDir(), "qnnfake-"+hex.EncodeToString(h.Sum(nil))[:16])
 }
 
