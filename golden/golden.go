@@ -28,11 +28,21 @@ import (
 //go:embed tiny/*.npz tiny/*.safetensors tiny/config.json
 var tiny embed.FS
 
+//go:embed regression/metadata.yaml regression/*.mcap
+var regression embed.FS
+
 // Tiny is the embedded tiny golden set: case_all.npz (every video token
 // visible), case_first4.npz (the first four visible), weights.safetensors
 // (f32), weights_bf16.safetensors (bf16 under the checkpoint prefix),
 // weights_f16.safetensors and config.json, all under the directory "tiny".
 func Tiny() fs.FS { return tiny }
+
+// RegressionBag is the embedded regression bag: the rosbag2 folder
+// "regression" (metadata.yaml and regression_0.mcap) that
+// `fastwam bag make -o golden/regression -chunks 8` writes from the tiny
+// cases, holding the inputs and the CPU reference's chunks. `fastwam
+// replay` replays it by default.
+func RegressionBag() fs.FS { return regression }
 
 // TinyCases names the embedded tiny cases.
 func TinyCases() []string { return []string{"tiny/case_all.npz", "tiny/case_first4.npz"} }

@@ -43,7 +43,7 @@ PARAMETERS = [
     ("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)"),
     ("steps", "Euler steps per chunk"),
     ("shift", "schedule shift"),
-    ("noise_seed", "base seed of the initial noise; chunk k uses noise_seed+k"),
+    ("noise_seed", "base seed of the initial noise; a chunk uses noise_seed + the seq of its VideoKVCache"),
     ("topics.kv_cache", "input VideoKVCache topic"),
     ("topics.context", "input TextContext topic"),
     ("topics.actions", "output ActionChunk topic"),

@@ -253,7 +253,7 @@ func paramDefs() []paramDef {
 			p.Shift = v.f
 			return nil
 		}, func(p *Params) any { return p.Shift }},
-		{"noise_seed", kindInt, "base seed of the initial noise; chunk k uses noise_seed+k", func(p *Params, v value) error {
+		{"noise_seed", kindInt, "base seed of the initial noise; a chunk uses noise_seed + the seq of its VideoKVCache", func(p *Params, v value) error {
 			if v.i < 0 {
 				return fmt.Errorf("must not be negative, got %d", v.i)
 			}

@@ -12,6 +12,8 @@
 //	fastwam parity   [flags]            compare a backend with a golden (default: the embedded tiny golden on the CPU)
 //	fastwam inspect  <context.bin>      list the graphs and tensors of a QNN context binary
 //	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
+//	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
+//	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam help     [command]
 package main
 
@@ -37,6 +39,8 @@ func commands() []command {
 		{"parity", "compare a backend with golden data; exits 1 below the cosine gate", runParity},
 		{"inspect", "list the graphs and tensors of a QNN context binary", runInspect},
 		{"bench", "measure the CPU backend (and PyTorch, for the ratio)", runBench},
+		{"bag", "write a regression bag from golden inputs (bag make)", runBag},
+		{"replay", "replay a bag through the node and compare with its recorded chunks; exits 1 naming failing chunks", runReplay},
 	}
 }
 

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/replay"
+)
+
+// progressAutoMin is the bag size (inputs) from which -progress auto
+// prints progress lines.
+const progressAutoMin = 20
+
+type replayOpts struct {
+	backend  string
+	minCos   float64
+	maxErr   float64
+	timeout  time.Duration
+	out      string
+	plot     string
+	progress string
+	cpu      cpuFlags
+	htp      htpFlags
+	node     nodeFlags
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr, "[flags] [bag]\n\n"+
+		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder or an .mcap file)\n"+
+		"through the node, as ROS would deliver them, and compares the ActionChunks it publishes with\n"+
+		"those recorded on its output topic (matched by stamp): a table per chunk, and exit status 1\n"+
+		"naming the chunks below the gate or not produced. Steps, shift and noise seed are taken from\n"+
+		"the recorded chunks unless -p sets them; the self-test is skipped and max_input_age is 0\n"+
+		"(the node's clock is the bag's). With no bag, replays the embedded regression bag\n"+
+		"(golden/regression) with the CPU backend and the embedded tiny weights.")
+	var o replayOpts
+	fs.StringVar(&o.backend, "backend", node.BackendCPU, "step backend: cpu or htp")
+	fs.Float64Var(&o.minCos, "min-cos", replay.DefaultMinCosine, "gate: lowest cosine of a chunk to its recorded one")
+	fs.Float64Var(&o.maxErr, "max-err", 0, "gate: largest max |error| of a chunk (0: not checked)")
+	fs.DurationVar(&o.timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
+	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
+	fs.StringVar(&o.plot, "plot", "", "write a PNG of recorded vs produced actions (7 dimensions) and latency to this file")
+	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
+	o.cpu.register(fs)
+	o.htp.register(fs)
+	o.node.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageError("want at most one bag, got %d arguments", fs.NArg())
+	}
+	if o.progress != "auto" && o.progress != "on" && o.progress != "off" {
+		return usageError("-progress must be auto, on or off, got %q", o.progress)
+	}
+	if o.backend != node.BackendCPU && o.backend != node.BackendHTP {
+		return usageError("unknown -backend %q (want cpu or htp)", o.backend)
+	}
+	if o.timeout <= 0 {
+		return usageError("-timeout must be positive")
+	}
+
+	path, label := fs.Arg(0), fs.Arg(0)
+	if path == "" {
+		dir, err := extractRegressionBag()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(filepath.Dir(dir))
+		path, label = dir, "embedded golden/regression"
+	}
+
+	p, err := o.params(nil)
+	if err != nil {
+		return err
+	}
+	rec, err := replay.Scan(ctx, path, p.Topics)
+	if err != nil {
+		return err
+	}
+	if p, err = o.params(rec); err != nil {
+		return err
+	}
+	b, desc, err := o.open(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+
+	ro := replay.Options{
+		Params: p, Backend: b, BackendInfo: desc,
+		MinCosine: o.minCos, MaxAbsErr: o.maxErr, ChunkTimeout: o.timeout,
+		Output: o.out, Logger: replay.NewLogger(stderr, o.node.verbose),
+	}
+	if o.progress == "on" || (o.progress == "auto" && rec.KVCount > progressAutoMin) {
+		ro.Progress = stderr
+	}
+	rep, runErr := replay.Run(ctx, rec, ro)
+	if rep == nil {
+		return runErr
+	}
+	rep.Bag = label
+	if rec.ScheduleVaries {
+		rep.Notes = append(rep.Notes, "the recorded chunks do not all share steps, shift and noise seed; the first chunk's are used")
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if o.plot != "" {
+		if err := replay.WritePlot(rep, o.plot); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "plot     %s\n", o.plot)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return &exitError{code: 130, err: runErr}
+		}
+		return runErr
+	}
+	if err := rep.Err(); err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+// params are the node's parameters for the replay: the replay's base, the
+// schedule of the recorded chunks (when rec is known), then -p.
+func (o *replayOpts) params(rec *replay.Recording) (node.Params, error) {
+	p := replay.BaseParams(o.backend)
+	p.CPU.Weights = o.cpu.weights
+	if p.CPU.Weights == "" {
+		p.CPU.Weights = "embedded tiny/weights.safetensors"
+	}
+	p.HTP.ContextBinary = o.htp.context
+	if o.backend == node.BackendHTP && p.HTP.ContextBinary == "" {
+		return node.Params{}, usageError("-backend htp needs -context <action_step context binary>")
+	}
+	if rec != nil {
+		rec.ApplySchedule(&p)
+	}
+	if err := o.node.apply(&p); err != nil {
+		return node.Params{}, err
+	}
+	return p, nil
+}
+
+// open makes the backend: the CPU one sized for the bag's inputs (with the
+// embedded tiny weights unless -weights), or the HTP one.
+func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Backend, string, error) {
+	if o.backend == node.BackendHTP {
+		return o.htp.open(ctx)
+	}
+	if rec.VideoTokens() == 0 || rec.ContextTokens() == 0 {
+		return nil, "", fmt.Errorf("bag %s: no decodable VideoKVCache and TextContext to size the CPU backend with", rec.Path)
+	}
+	// cpuFlags sizes the backend from a golden case's token counts.
+	sizes := &golden.Case{Name: rec.Path, VideoTokens: rec.VideoTokens(), ContextTokens: rec.ContextTokens()}
+	return o.cpu.open(sizes, true)
+}
+
+// extractRegressionBag copies the embedded regression bag to a new
+// temporary folder and returns the bag folder inside it.
+func extractRegressionBag() (string, error) {
+	sub, err := fs.Sub(golden.RegressionBag(), "regression")
+	if err != nil {
+		return "", fmt.Errorf("embedded regression bag: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "fastwam-replay-*")
+	if err != nil {
+		return "", fmt.Errorf("embedded regression bag: %w", err)
+	}
+	dir := filepath.Join(tmp, "regression")
+	if err := os.CopyFS(dir, sub); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("embedded regression bag: %w", err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"fmt"
+	"image/png"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/msgs"
+)
+
+// okRow matches a table row that passed.
+var okRowRE = regexp.MustCompile(`(?m)^1700000000\.\d{9}\s+\d+\s+\d+\s+1\.0000000\d+\s+\S+\s+[\d.]+\s+[\d.]+\s+ok$`)
+
+// TestReplayDefault is the README's "run the main job": the embedded
+// regression bag on the CPU backend passes and prints a row per chunk.
+func TestReplayDefault(t *testing.T) {
+	code, out, stderr := runCmd(t, "replay")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if n := len(okRowRE.FindAllString(out, -1)); n != 8 {
+		t.Errorf("%d passing rows, want 8:\n%s", n, out)
+	}
+	for _, want := range []string{"embedded golden/regression", "backend  cpu", "10 steps, shift 5, noise seed 0 + kv_seq", "PASS: 8 chunks compared"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(stderr, "replay: 8/8") {
+		t.Errorf("progress printed for an 8-chunk bag by default:\n%s", stderr)
+	}
+}
+
+// embeddedBag copies the embedded regression bag into a temporary folder.
+func embeddedBag(t *testing.T) string {
+	t.Helper()
+	sub, err := fs.Sub(golden.RegressionBag(), "regression")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "regression")
+	if err := os.CopyFS(dir, sub); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// tamperedBag rewrites the regression bag with bag.Writer, one recorded
+// action value of chunk kv_seq 5 changed by +1.
+func tamperedBag(t *testing.T) string {
+	t.Helper()
+	r, err := bag.Open(embeddedBag(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dst := filepath.Join(t.TempDir(), "tampered")
+	w, err := bag.Create(dst, bag.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range r.Topics() {
+		if err := w.AddTopic(tp.Name, tp.Type, tp.OfferedQoSProfiles[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tampered := 0
+	for m, err := range r.Messages() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type == msgs.TypeActionChunk {
+			var c msgs.ActionChunk
+			if err := c.UnmarshalCDR(m.Data); err != nil {
+				t.Fatal(err)
+			}
+			if c.KVSeq == 5 {
+				c.Actions[10].Values[4]++
+				if m.Data, err = c.MarshalCDR(); err != nil {
+					t.Fatal(err)
+				}
+				tampered++
+			}
+		}
+		if err := w.Write(m.Topic, m.LogTime, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if tampered != 1 {
+		t.Fatalf("tampered with %d chunks, want 1", tampered)
+	}
+	return dst
+}
+
+func TestReplayTamperedBagExits1(t *testing.T) {
+	code, out, stderr := runCmd(t, "replay", tamperedBag(t))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "FAIL: 1 of 8 recorded chunks: chunk kv_seq 5 stamp 1700000000.500000000 (cosine") {
+		t.Errorf("error does not name the chunk:\n%s", stderr)
+	}
+	if n := len(okRowRE.FindAllString(out, -1)); n != 7 || !regexp.MustCompile(`(?m)^1700000000\.500000000\s+5\s.*FAIL: cosine`).MatchString(out) {
+		t.Errorf("table: %d passing rows, want 7, and a FAIL row for kv_seq 5:\n%s", n, out)
+	}
+	t.Log(stderr)
+}
+
+// TestReplayHTPOnTestDouble runs the pipeline end to end on the HTP
+// backend over the QNN test double. Its graph, like the compiled ones, has
+// no visibility input, so the backend refuses the chunks of the bag that
+// attend to 4 of the 8 video tokens (case_first4) and the node counts a
+// backend error for each; it denoises the others, which do not match the
+// CPU reference's recorded chunks. The report says all this cleanly.
+func TestReplayHTPOnTestDouble(t *testing.T) {
+	lib, ctxPath, _ := fakeContext(t)
+	code, out, stderr := runCmd(t, "replay", "-backend", "htp", "-context", ctxPath, "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"backend  htp", "8 paired, 4 chunks published, 0 rejected, 0 dropped, 4 backend errors",
+		"FAIL: 8 of 8 recorded chunks fail (4 compared"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for k := range 8 {
+		verdict := `FAIL: cosine 0\.\d+ < 0\.9999`
+		if k%2 == 1 {
+			verdict = "MISSING: backend error"
+		}
+		re := regexp.MustCompile(fmt.Sprintf(`(?m)^1700000000\.%d00000000\s+%d\s.*%s$`, k, k, verdict))
+		if !re.MatchString(out) {
+			t.Errorf("no row for kv_seq %d matching %s:\n%s", k, re, out)
+		}
+	}
+	for _, want := range []string{"attends to 4 of 8 video tokens",
+		"fastwam replay: FAIL: 8 of 8 recorded chunks: chunk kv_seq 0 stamp 1700000000.000000000 (cosine"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestReplayOutputPlotProgress(t *testing.T) {
+	dir := t.TempDir()
+	outBag, plotPath := filepath.Join(dir, "out"), filepath.Join(dir, "replay.png")
+	code, out, stderr := runCmd(t, "replay", "-o", outBag, "-plot", plotPath, "-progress", "on", "-v", embeddedBag(t))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"replay: 8/8 chunks (100%)", "node: INFO active: /video_kv_cache + /text_context -> /action_chunk"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(out, "output   "+outBag) || !strings.Contains(out, "plot     "+plotPath) {
+		t.Errorf("output does not name the bag and plot:\n%s", out)
+	}
+	r, err := bag.Open(outBag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	chunks := 0
+	for m, err := range r.Messages() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Topic == "/action_chunk" {
+			var c msgs.ActionChunk
+			if err := c.UnmarshalCDR(m.Data); err != nil {
+				t.Fatal(err)
+			}
+			chunks++
+		}
+	}
+	if chunks != 8 {
+		t.Errorf("output bag holds %d ActionChunks, want 8", chunks)
+	}
+	f, err := os.Open(plotPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("plot: %v", err)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.mcap")
+	os.WriteFile(garbage, []byte("not a bag, only a sentence"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{garbage}, 1, "replay: open bag"},
+		{[]string{filepath.Join(dir, "absent")}, 1, "absent"},
+		{[]string{"a", "b"}, 2, "at most one bag"},
+		{[]string{"-progress", "sometimes"}, 2, "-progress"},
+		{[]string{"-backend", "gpu"}, 2, "-backend"},
+		{[]string{"-backend", "htp"}, 2, "-context"},
+		{[]string{"-p", "steps"}, 2, "name:=value"},
+		{[]string{"-p", "stepz:=3"}, 2, `did you mean "steps"`},
+		{[]string{"-p", "topics.kv_cache:=/robot/kv"}, 1, "no topic /robot/kv"},
+		{[]string{"-namespace", "robot"}, 2, "namespace"},
+	} {
+		code, out, stderr := runCmd(t, append([]string{"replay"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("replay %q: exit %d, want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, out, stderr)
+		}
+	}
+	// -p overrides the recorded schedule: with 4 steps nothing matches.
+	code, out, stderr := runCmd(t, "replay", "-p", "steps:=4")
+	if code != 1 || !strings.Contains(out, "4 steps") || !strings.Contains(stderr, "FAIL: 8 of 8") {
+		t.Errorf("-p steps:=4: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+func TestBagMake(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "made")
+	code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "3")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"wrote " + dir + ": 3 chunks, 9 messages", "expected chunks: the CPU reference's output"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, stderr = runCmd(t, "replay", dir)
+	if code != 0 || !strings.Contains(out, "PASS: 3 chunks compared") {
+		t.Fatalf("replay of the made bag: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if code, _, stderr := runCmd(t, "bag", "make", "-o", dir); code != 1 || !strings.Contains(stderr, "-force") {
+		t.Errorf("existing folder: exit %d %s", code, stderr)
+	}
+	// Another golden, another seed base, and a replacement with -force.
+	caseFile := filepath.Join(t.TempDir(), "case.npz")
+	b, err := fs.ReadFile(golden.Tiny(), "tiny/case_first4.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(caseFile, b, 0o644)
+	code, out, stderr = runCmd(t, "bag", "make", "-force", "-o", dir, "-chunks", "2", "-golden", caseFile,
+		"-weights", tinyWeightsFile(t), "-p", "noise_seed:=7", "-p", "steps:=3")
+	if code != 0 || !strings.Contains(out, "3 steps, shift 5, noise seed 7") {
+		t.Fatalf("make -force -golden: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runCmd(t, "replay", dir)
+	if code != 0 || !strings.Contains(out, "3 steps, shift 5, noise seed 7 + kv_seq") || !strings.Contains(out, "PASS: 2 chunks compared") {
+		t.Errorf("replay takes the schedule from the recorded chunks: exit %d\n%s\n%s", code, out, stderr)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bag"}, "subcommand"},
+		{[]string{"bag", "frob"}, "unknown bag subcommand"},
+		{[]string{"bag", "make"}, "needs -o"},
+		{[]string{"bag", "make", "-o", dir, "-chunks", "0"}, "-chunks"},
+		{[]string{"bag", "make", "-o", dir, "-golden", caseFile}, "-weights"},
+	} {
+		if code, _, stderr := runCmd(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, want 2 with %q\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+	if code, _, _ := runCmd(t, "bag", "-h"); code != 0 {
+		t.Errorf("bag -h: exit %d", code)
+	}
+}
+
+// TestReplayProgressAuto: progress lines come by default on bags of more
+// than 20 chunks only (the 8-chunk default is checked in TestReplayDefault).
+func TestReplayProgressAuto(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "long")
+	if code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "21"); code != 0 {
+		t.Fatalf("bag make: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr := runCmd(t, "replay", dir)
+	if code != 0 || !strings.Contains(stderr, "replay: 21/21 chunks (100%)") {
+		t.Errorf("exit %d, stderr:\n%s%s", code, stderr, out)
+	}
+	if code, _, stderr := runCmd(t, "replay", "-progress", "off", dir); code != 0 || strings.Contains(stderr, "replay: 21/21") {
+		t.Errorf("-progress off: exit %d, stderr:\n%s", code, stderr)
+	}
+}

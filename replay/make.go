@@ -1,0 +1,287 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node"
+)
+
+// Defaults of MakeOptions.
+const (
+	DefaultPeriod = 100 * time.Millisecond
+	// DefaultStartUnix is the stamp (Unix seconds) of a made bag's first
+	// chunk: fixed, so that a bag made twice holds the same inputs.
+	DefaultStartUnix = 1_700_000_000
+)
+
+// Input timing of a made bag: the context is logged 5 ms and the cache
+// 20 ms after the observation's stamp.
+const (
+	contextDelay = 5 * time.Millisecond
+	kvDelay      = 20 * time.Millisecond
+)
+
+// perturbScale scales the seeded noise added to the context of every
+// chunk after the first pass over the cases (the goldens' contexts have
+// unit standard deviation).
+const perturbScale = 0.1
+
+// perturbSeed is the first seed of those perturbations (chunk k uses
+// perturbSeed + k).
+const perturbSeed = 0x5eed_0000
+
+// MakeOptions configure MakeBag.
+type MakeOptions struct {
+	// Dir is the bag folder to write. It must not exist unless Replace is
+	// set; then it must be a bag folder (metadata.yaml and .mcap files
+	// only), which is replaced once the new bag is complete.
+	Dir     string
+	Replace bool
+	// Chunks is the number of observations (a context and a cache each).
+	Chunks int
+	// Cases are the golden inputs, used in turn: chunk k takes case k mod
+	// len(Cases). The first len(Cases) chunks are the cases as they are;
+	// later ones add a small seeded perturbation to the context, so that
+	// every chunk differs. The cases must share their shapes.
+	Cases []*golden.Case
+	// Backend denoises; the CPU reference for a regression bag. The caller
+	// closes it.
+	Backend expert.Backend
+	// Params are the node's (see BaseParams and ResolveTopics).
+	Params node.Params
+	// Start is the stamp of chunk 0 (zero means DefaultStartUnix); chunk k
+	// is stamped Start + k*Period (zero Period means DefaultPeriod).
+	Start  time.Time
+	Period time.Duration
+	// Timeout bounds the wait for each chunk; 0 means DefaultChunkTimeout.
+	Timeout time.Duration
+	Logger  node.Logger
+}
+
+// MakeResult describes a bag MakeBag wrote.
+type MakeResult struct {
+	Dir      string
+	Chunks   int
+	Messages int
+	Elapsed  time.Duration
+}
+
+// MakeBag writes a regression bag: for each chunk a TextContext and a
+// VideoKVCache built from the golden cases (seq k, stamps Period apart),
+// run through the node exactly as Run replays them, and the ActionChunk
+// the node published, all with the node's offered QoS. The recorded
+// chunks are thus the output of o.Backend on these inputs.
+func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	parent, base := filepath.Split(filepath.Clean(o.Dir))
+	if parent == "" {
+		parent = "."
+	}
+	tmp, err := os.MkdirTemp(parent, ".bagmake-*")
+	if err != nil {
+		return nil, fmt.Errorf("replay: make bag: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	staged := filepath.Join(tmp, base)
+	n, err := o.write(ctx, staged)
+	if err != nil {
+		return nil, err
+	}
+	if o.Replace {
+		if err := os.RemoveAll(o.Dir); err != nil {
+			return nil, fmt.Errorf("replay: make bag: replace %s: %w", o.Dir, err)
+		}
+	}
+	if err := os.Rename(staged, o.Dir); err != nil {
+		return nil, fmt.Errorf("replay: make bag: %w", err)
+	}
+	return &MakeResult{Dir: o.Dir, Chunks: o.Chunks, Messages: n, Elapsed: time.Since(began)}, nil
+}
+
+// check validates the options and fills in the defaults.
+func (o *MakeOptions) check() error {
+	if o.Dir == "" {
+		return errors.New("replay: make bag: no output folder")
+	}
+	if o.Chunks < 1 {
+		return fmt.Errorf("replay: make bag: %d chunks; want at least 1", o.Chunks)
+	}
+	if len(o.Cases) == 0 {
+		return errors.New("replay: make bag: no golden cases")
+	}
+	if o.Backend == nil {
+		return errors.New("replay: make bag: no backend")
+	}
+	d := o.Backend.Dims()
+	for _, c := range o.Cases {
+		if err := c.Fits(d); err != nil {
+			return fmt.Errorf("replay: make bag: %w", err)
+		}
+	}
+	if st, err := os.Stat(o.Dir); err == nil {
+		if !o.Replace {
+			return fmt.Errorf("replay: make bag: %s already exists (replace it with -force)", o.Dir)
+		}
+		if err := isBagFolder(o.Dir, st); err != nil {
+			return fmt.Errorf("replay: make bag: will not replace %s: %w", o.Dir, err)
+		}
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Unix(DefaultStartUnix, 0)
+	}
+	if o.Period <= 0 {
+		o.Period = DefaultPeriod
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultChunkTimeout
+	}
+	return nil
+}
+
+// isBagFolder checks that dir holds a bag and nothing else.
+func isBagFolder(dir string, st os.FileInfo) error {
+	if !st.IsDir() {
+		return errors.New("it is not a folder")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	hasMeta := false
+	for _, e := range entries {
+		switch {
+		case e.Name() == bag.MetadataFile:
+			hasMeta = true
+		case e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".mcap"):
+		default:
+			return fmt.Errorf("it holds %s, which is not part of a bag", e.Name())
+		}
+	}
+	if !hasMeta {
+		return fmt.Errorf("it has no %s", bag.MetadataFile)
+	}
+	return nil
+}
+
+// write makes the bag in dir and returns its message count.
+func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
+	p := o.Params
+	w, err := bag.Create(dir, bag.WriterOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("replay: make bag: %w", err)
+	}
+	defer w.Close()
+	for _, t := range []struct {
+		name, typ string
+		qos       node.QoS
+	}{
+		{p.Topics.Context, msgs.TypeTextContext, p.QoS.Context},
+		{p.Topics.KVCache, msgs.TypeVideoKVCache, p.QoS.KVCache},
+		{p.Topics.Actions, msgs.TypeActionChunk, p.QoS.Actions},
+	} {
+		if err := w.AddTopic(t.name, t.typ, bagQoS(t.qos)); err != nil {
+			return 0, fmt.Errorf("replay: make bag: %w", err)
+		}
+	}
+	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer pl.stop()
+
+	count := 0
+	for k := range o.Chunks {
+		stamp := o.Start.Add(time.Duration(k) * o.Period)
+		c, kv := o.inputs(k, stamp)
+		for _, in := range []struct {
+			topic string
+			at    time.Time
+			m     interface{ MarshalCDR() ([]byte, error) }
+		}{
+			{p.Topics.Context, stamp.Add(contextDelay), &c},
+			{p.Topics.KVCache, stamp.Add(kvDelay), &kv},
+		} {
+			data, err := in.m.MarshalCDR()
+			if err != nil {
+				return 0, fmt.Errorf("replay: make bag: chunk %d: encode %s: %w", k, in.topic, err)
+			}
+			if err := w.Write(in.topic, in.at, data); err != nil {
+				return 0, fmt.Errorf("replay: make bag: %w", err)
+			}
+			count++
+			paired, counted, err := pl.feed(in.topic, data, in.at)
+			if err != nil {
+				return 0, err
+			}
+			if counted != "" {
+				return 0, fmt.Errorf("replay: make bag: chunk %d: the node refused its %s message (%s)", k, in.topic, counted)
+			}
+			if paired {
+				before := pl.node.Stats()
+				if err := pl.settle(ctx, o.Timeout); err != nil {
+					return 0, fmt.Errorf("replay: make bag: chunk %d: %w", k, err)
+				}
+				if why := newCounts(before, pl.node.Stats()); why != "" {
+					return 0, fmt.Errorf("replay: make bag: chunk %d: no chunk produced (%s)", k, why)
+				}
+			}
+		}
+		out, _, _ := pl.results()
+		if len(out) != k+1 || !stampTime(out[k].chunk.Header.Stamp).Equal(stamp) {
+			return 0, fmt.Errorf("replay: make bag: chunk %d (stamp %s): the node published %d chunks, want %d", k, fmtTime(stamp), len(out), k+1)
+		}
+		if err := w.Write(p.Topics.Actions, out[k].at, out[k].data); err != nil {
+			return 0, fmt.Errorf("replay: make bag: %w", err)
+		}
+		count++
+	}
+	if err := pl.stop(); err != nil {
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, fmt.Errorf("replay: make bag: %w", err)
+	}
+	return count, nil
+}
+
+// inputs builds chunk k's messages.
+func (o *MakeOptions) inputs(k int, stamp time.Time) (msgs.TextContext, msgs.VideoKVCache) {
+	c := o.Cases[k%len(o.Cases)]
+	h := msgs.Header{Stamp: msgs.Time{Sec: int32(stamp.Unix()), Nanosec: uint32(stamp.Nanosecond())}, FrameID: "camera"}
+	context := c.Chunk.Context
+	if k >= len(o.Cases) {
+		context = slices.Clone(context)
+		for i, v := range expert.Noise(perturbSeed+uint64(k), len(context)) {
+			context[i] += perturbScale * v
+		}
+	}
+	kvShape := []uint32{uint32(c.Layers), 1, uint32(c.VideoTokens), uint32(c.AttnWidth)}
+	return msgs.TextContext{
+			Header:        h,
+			Seq:           uint64(k),
+			Instruction:   fmt.Sprintf("golden %s, chunk %d", path.Base(filepath.ToSlash(c.Name)), k),
+			Context:       msgs.NewTensorF32([]uint32{1, uint32(c.ContextTokens), uint32(c.TextDim)}, context),
+			AttentionMask: slices.Clone(c.Chunk.ContextMask),
+		}, msgs.VideoKVCache{
+			Header:             h,
+			Seq:                uint64(k),
+			VisibleVideoTokens: uint32(c.Chunk.VisibleVideo),
+			Keys:               msgs.NewTensorF32(kvShape, c.Chunk.VideoKeys),
+			Values:             msgs.NewTensorF32(kvShape, c.Chunk.VideoValues),
+		}
+}

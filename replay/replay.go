@@ -1,0 +1,304 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node"
+)
+
+// Defaults of Options.
+const (
+	DefaultMinCosine     = 0.9999
+	DefaultChunkTimeout  = 2 * time.Minute
+	DefaultProgressEvery = time.Second
+)
+
+// Options configure Run.
+type Options struct {
+	// Params are the node's parameters (see BaseParams, ResolveTopics and
+	// Recording.ApplySchedule). Their topics must be the Recording's.
+	Params node.Params
+	// Backend denoises. The caller closes it after Run returns.
+	Backend expert.Backend
+	// BackendInfo describes the backend in the report, e.g. "cpu, openblas".
+	BackendInfo string
+
+	// MinCosine is the gate: every compared chunk's cosine to its recorded
+	// chunk must reach it. 0 means DefaultMinCosine.
+	MinCosine float64
+	// MaxAbsErr, when positive, also gates every compared chunk's largest
+	// absolute difference.
+	MaxAbsErr float64
+	// ChunkTimeout bounds the wait for each pair's outcome (and for the
+	// node to start); 0 means DefaultChunkTimeout.
+	ChunkTimeout time.Duration
+
+	// Output, when not empty, is a bag folder to create (it must not
+	// exist) holding the produced ActionChunks, at the log times of the
+	// recorded chunks with the same stamps (else when they were
+	// published, on the bag's time line), and the node's diagnostics.
+	Output string
+
+	// Progress receives a progress line every ProgressEvery (0 means
+	// DefaultProgressEvery) and at the end; nil for none.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+
+	// Logger receives the node's log; nil discards it.
+	Logger node.Logger
+}
+
+// fedInput is an input the replay fed to the node, by stamp.
+type fedInput struct {
+	kvSeq    uint64
+	isKV     bool
+	inFlight bool   // its pair was being denoised when the replay was interrupted
+	note     string // what the node counted for it, if anything
+}
+
+// Run replays the inputs of rec through a node with o.Backend and
+// compares the chunks it publishes with the recorded ones. It returns the
+// report whenever the node ran, also with an error: when reading the bag
+// failed midway, when ctx was cancelled (the report and the output bag
+// then hold what was produced until then) or when the node did not stop
+// cleanly. A failed gate is not an error of Run: see Report.Err.
+func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
+	if rec == nil {
+		return nil, errors.New("replay: no recording (see Scan)")
+	}
+	if o.Backend == nil {
+		return nil, errors.New("replay: no backend")
+	}
+	if o.MinCosine == 0 {
+		o.MinCosine = DefaultMinCosine
+	}
+	if !(o.MinCosine > -1 && o.MinCosine <= 1) {
+		return nil, fmt.Errorf("replay: minimum cosine %v is not in (-1, 1]", o.MinCosine)
+	}
+	if o.MaxAbsErr < 0 {
+		return nil, fmt.Errorf("replay: maximum |error| %v is negative", o.MaxAbsErr)
+	}
+	if o.ChunkTimeout <= 0 {
+		o.ChunkTimeout = DefaultChunkTimeout
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = DefaultProgressEvery
+	}
+	topics := o.Params.Topics
+	if topics.KVCache != rec.Topics.KVCache || topics.Context != rec.Topics.Context || topics.Actions != rec.Topics.Actions {
+		return nil, fmt.Errorf("replay: the node's topics %s, %s -> %s are not those the bag was scanned for (%s, %s -> %s)",
+			topics.KVCache, topics.Context, topics.Actions, rec.Topics.KVCache, rec.Topics.Context, rec.Topics.Actions)
+	}
+	if err := checkShapes(rec, o.Backend.Dims()); err != nil {
+		return nil, err
+	}
+	if o.Output != "" {
+		if _, err := os.Stat(o.Output); err == nil {
+			return nil, fmt.Errorf("replay: output bag folder %s already exists", o.Output)
+		}
+	}
+	r, err := bag.OpenWith(rec.Path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context}})
+	if err != nil {
+		return nil, fmt.Errorf("replay: open bag: %w", err)
+	}
+	defer r.Close()
+
+	began := time.Now()
+	pl, err := startPipeline(ctx, o.Params, o.Backend, o.Logger, rec.Start, o.ChunkTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer pl.stop()
+
+	prog := newProgress(o.Progress, rec.KVCount, o.ProgressEvery)
+	fed := map[int64]*fedInput{} // by stamp (ns)
+	var (
+		readErr     error
+		interrupted bool
+		timeouts    int
+		kvDone      int
+		lastKV      int64
+	)
+	for m, err := range r.Messages() {
+		if err != nil {
+			readErr = fmt.Errorf("replay: read bag %s: %w", rec.Path, err)
+			break
+		}
+		if ctx.Err() != nil {
+			interrupted = true
+			break
+		}
+		isKV := m.Topic == topics.KVCache
+		stamp, kvSeq, decoded := inputStamp(m.Data, isKV)
+		key := stamp.UnixNano()
+		if decoded {
+			in := fed[key]
+			if in == nil {
+				in = &fedInput{}
+				fed[key] = in
+			}
+			if isKV {
+				in.isKV, in.kvSeq, lastKV = true, kvSeq, key
+			}
+		}
+		paired, counted, err := pl.feed(m.Topic, m.Data, m.LogTime)
+		if err != nil {
+			readErr = err
+			break
+		}
+		// The pair's stamp: that of the message completing it, or with the
+		// latest-context policy the cache's, which came before.
+		pairKey := key
+		if !isKV && o.Params.Sync.Policy == node.SyncLatest {
+			pairKey = lastKV
+		}
+		if paired {
+			before := pl.node.Stats()
+			err := pl.settle(ctx, o.ChunkTimeout)
+			var te *timeoutError
+			switch {
+			case errors.As(err, &te):
+				timeouts++
+				counted = join(counted, err.Error())
+			case err != nil:
+				interrupted = true
+				if in := fed[pairKey]; in != nil {
+					in.inFlight, in.note = true, join(in.note, "interrupted while denoising")
+				}
+			}
+			counted = join(counted, newCounts(before, pl.node.Stats()))
+		}
+		if in := fed[pairKey]; in != nil && counted != "" && decoded {
+			in.note = join(in.note, counted)
+		}
+		if interrupted {
+			break
+		}
+		if isKV {
+			kvDone++
+			prog.update(kvDone)
+		}
+	}
+	stopErr := pl.stop()
+	out, diags, undecoded := pl.results()
+
+	rep := buildReport(rec, o, out, fed, interrupted)
+	rep.Stats = pl.node.Stats()
+	rep.Inputs, rep.Timeouts, rep.Elapsed = kvDone, timeouts, time.Since(began)
+	if undecoded > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d published ActionChunks did not decode", undecoded))
+	}
+	prog.done(kvDone)
+
+	var errs []error
+	if o.Output != "" {
+		if err := writeOutput(o.Output, o.Params, rep, out, diags); err != nil {
+			errs = append(errs, err)
+		} else {
+			rep.Output = o.Output
+		}
+	}
+	if readErr != nil {
+		errs = append(errs, readErr)
+	}
+	if interrupted {
+		errs = append(errs, fmt.Errorf("replay: interrupted after %d of %d inputs: %w", kvDone, rec.KVCount, context.Cause(ctx)))
+	}
+	if stopErr != nil {
+		errs = append(errs, stopErr)
+	}
+	return rep, errors.Join(errs...)
+}
+
+func join(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
+}
+
+// inputStamp decodes an input's header stamp and, for a cache, its seq.
+// Inputs that do not decode are fed all the same: the node rejects them.
+func inputStamp(data []byte, isKV bool) (stamp time.Time, seq uint64, ok bool) {
+	if isKV {
+		var kv msgs.VideoKVCache
+		if kv.UnmarshalCDR(data) != nil {
+			return time.Time{}, 0, false
+		}
+		return stampTime(kv.Header.Stamp), kv.Seq, true
+	}
+	var c msgs.TextContext
+	if c.UnmarshalCDR(data) != nil {
+		return time.Time{}, 0, false
+	}
+	return stampTime(c.Header.Stamp), 0, true
+}
+
+// checkShapes compares the first inputs' shapes with the backend's
+// contract, so that a bag recorded for another model fails with one clear
+// error rather than a rejection per message.
+func checkShapes(rec *Recording, d expert.Dims) error {
+	kv := []uint32{uint32(d.Layers), 1, uint32(d.VideoTokens), uint32(d.AttnWidth())}
+	if rec.KVShape != nil && !slices.Equal(rec.KVShape, kv) {
+		return fmt.Errorf("replay: the bag's VideoKVCache keys have shape %v, the backend takes %v: give the weights or context binary of the model the bag was recorded for",
+			rec.KVShape, kv)
+	}
+	ctx := []uint32{1, uint32(d.ContextTokens), uint32(d.TextDim)}
+	if rec.ContextShape != nil && !slices.Equal(rec.ContextShape, ctx) {
+		return fmt.Errorf("replay: the bag's TextContext context has shape %v, the backend takes %v: give the weights or context binary of the model the bag was recorded for",
+			rec.ContextShape, ctx)
+	}
+	return nil
+}
+
+// writeOutput writes the produced chunks and the diagnostics to a new bag.
+func writeOutput(dir string, p node.Params, rep *Report, out []produced, diags []published) (err error) {
+	w, err := bag.Create(dir, bag.WriterOptions{})
+	if err != nil {
+		return fmt.Errorf("replay: output bag: %w", err)
+	}
+	defer func() {
+		if cerr := w.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("replay: output bag: %w", cerr)
+		}
+	}()
+	if err := w.AddTopic(p.Topics.Actions, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
+		return fmt.Errorf("replay: output bag: %w", err)
+	}
+	if err := w.AddTopic(p.Topics.Diagnostics, msgs.TypeDiagnosticArray, bagQoS(node.DiagnosticsQoS())); err != nil {
+		return fmt.Errorf("replay: output bag: %w", err)
+	}
+	recordedAt := map[int64]time.Time{}
+	for _, row := range rep.Rows {
+		if row.Recorded != nil {
+			recordedAt[row.Stamp.UnixNano()] = row.Recorded.LogTime
+		}
+	}
+	for _, c := range out {
+		at := c.at
+		if t, ok := recordedAt[stampTime(c.chunk.Header.Stamp).UnixNano()]; ok {
+			at = t
+		}
+		if err := w.Write(p.Topics.Actions, at, c.data); err != nil {
+			return fmt.Errorf("replay: output bag: %w", err)
+		}
+	}
+	for _, d := range diags {
+		if err := w.Write(p.Topics.Diagnostics, d.at, d.data); err != nil {
+			return fmt.Errorf("replay: output bag: %w", err)
+		}
+	}
+	return nil
+}

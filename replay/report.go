@@ -1,0 +1,391 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node"
+)
+
+// Status is the verdict on one stamp of a replay.
+type Status string
+
+// Verdicts. StatusMismatch and StatusMissing fail the gate.
+const (
+	StatusOK       Status = "ok"        // produced and recorded, within the gate
+	StatusMismatch Status = "FAIL"      // produced and recorded, outside the gate
+	StatusMissing  Status = "MISSING"   // recorded, but the replay produced no chunk
+	StatusNew      Status = "new"       // produced, but nothing was recorded to compare with
+	StatusNoOutput Status = "no output" // an input that produced nothing, and nothing was recorded
+)
+
+// Failed reports whether the verdict fails the gate.
+func (s Status) Failed() bool { return s == StatusMismatch || s == StatusMissing }
+
+// Row is the outcome for one stamp: a recorded chunk, a produced chunk, or
+// an input that gave neither.
+type Row struct {
+	Stamp    time.Time
+	KVSeq    uint64            // seq of the VideoKVCache with this stamp
+	Recorded *Recorded         // nil when nothing was recorded
+	Produced *msgs.ActionChunk // nil when the replay produced nothing
+	// ProducedAt is when the chunk was published, on the bag's time line.
+	ProducedAt time.Time
+	// Cosine and MaxAbsErr compare the actions when both chunks are there.
+	Cosine, MaxAbsErr float64
+	Status            Status
+	Note              string // why, when the status needs explaining
+}
+
+// Report is the outcome of a replay.
+type Report struct {
+	Bag         string
+	BackendInfo string
+	Params      node.Params // as the node ran
+	Rows        []Row       // by stamp
+	Stats       node.Snapshot
+
+	Inputs      int // VideoKVCache messages fed
+	TotalInputs int // in the bag
+	Recorded    int // recorded chunks
+	NotReached  int // recorded chunks whose inputs were not fed (interrupted)
+	Timeouts    int // pairs without an outcome within the chunk timeout
+	Interrupted bool
+	Elapsed     time.Duration
+
+	MinCosine, MaxAbsErr float64 // the gate
+	Notes                []string
+	Output               string // the output bag folder, when written
+}
+
+// buildReport matches produced chunks with recorded ones by stamp.
+func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, interrupted bool) *Report {
+	rep := &Report{
+		Bag: rec.Path, BackendInfo: o.BackendInfo, Params: o.Params,
+		TotalInputs: rec.KVCount, Recorded: len(rec.Recorded), Interrupted: interrupted,
+		MinCosine: o.MinCosine, MaxAbsErr: o.MaxAbsErr,
+	}
+	rows := map[int64]*Row{}
+	row := func(stamp time.Time) *Row {
+		k := stamp.UnixNano()
+		if r, ok := rows[k]; ok {
+			return r
+		}
+		r := &Row{Stamp: stamp}
+		rows[k] = r
+		return r
+	}
+	producedAt := map[int64]bool{}
+	for _, p := range out {
+		producedAt[stampTime(p.chunk.Header.Stamp).UnixNano()] = true
+	}
+	dupRecorded := 0
+	for i := range rec.Recorded {
+		rc := &rec.Recorded[i]
+		stamp := stampTime(rc.Chunk.Header.Stamp)
+		in := fed[stamp.UnixNano()]
+		if interrupted && (in == nil || !in.isKV || (in.inFlight && !producedAt[stamp.UnixNano()])) {
+			rep.NotReached++
+			continue
+		}
+		r := row(stamp)
+		if r.Recorded != nil {
+			dupRecorded++
+			continue
+		}
+		r.Recorded, r.KVSeq = rc, rc.Chunk.KVSeq
+	}
+	if dupRecorded > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d recorded chunks repeat the stamp of an earlier one; the first of each is compared", dupRecorded))
+	}
+	for i := range out {
+		p := &out[i]
+		r := row(stampTime(p.chunk.Header.Stamp))
+		if r.Produced != nil { // the node rejects repeated stamps: cannot happen
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the replay produced two chunks stamped %s", fmtTime(r.Stamp)))
+			continue
+		}
+		r.Produced, r.ProducedAt, r.KVSeq = &p.chunk, p.at, p.chunk.KVSeq
+	}
+	for k, in := range fed {
+		if !in.isKV {
+			continue
+		}
+		if _, ok := rows[k]; !ok {
+			r := row(time.Unix(0, k))
+			r.KVSeq = in.kvSeq
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		r := rows[k]
+		note := ""
+		if in := fed[k]; in != nil {
+			note = in.note
+		}
+		r.judge(o.MinCosine, o.MaxAbsErr, note, fed[k] != nil && fed[k].isKV)
+		rep.Rows = append(rep.Rows, *r)
+	}
+	return rep
+}
+
+// judge compares the row's chunks and sets its verdict.
+func (r *Row) judge(minCos, maxErr float64, note string, inputFed bool) {
+	switch {
+	case r.Recorded != nil && r.Produced != nil:
+		got, want := actions(r.Produced), actions(&r.Recorded.Chunk)
+		if len(got) != len(want) {
+			r.Status = StatusMismatch
+			r.Note = fmt.Sprintf("%d action values produced, %d recorded", len(got), len(want))
+			r.Cosine, r.MaxAbsErr = math.NaN(), math.NaN()
+			return
+		}
+		r.Cosine, r.MaxAbsErr = expert.Cosine(got, want), expert.MaxAbsDiff(got, want)
+		var why []string
+		if !(r.Cosine >= minCos) {
+			why = append(why, fmt.Sprintf("cosine %.9f < %g", r.Cosine, minCos))
+		}
+		if maxErr > 0 && !(r.MaxAbsErr <= maxErr) {
+			why = append(why, fmt.Sprintf("max |err| %.3g > %g", r.MaxAbsErr, maxErr))
+		}
+		r.Status = StatusOK
+		if len(why) > 0 {
+			r.Status = StatusMismatch
+		}
+		rc, p := r.Recorded.Chunk, r.Produced
+		if rc.NoiseSeed != p.NoiseSeed || rc.Steps != p.Steps || rc.Shift != p.Shift {
+			why = append(why, fmt.Sprintf("recorded with seed %d, %d steps, shift %g; replayed with seed %d, %d steps, shift %g",
+				rc.NoiseSeed, rc.Steps, rc.Shift, p.NoiseSeed, p.Steps, p.Shift))
+		}
+		r.Note = strings.Join(why, "; ")
+	case r.Recorded != nil:
+		r.Status = StatusMissing
+		r.Note = note
+		if !inputFed {
+			r.Note = join("the bag has no VideoKVCache with this stamp", note)
+		} else if r.Note == "" {
+			r.Note = "no chunk produced"
+		}
+	case r.Produced != nil:
+		r.Status, r.Note = StatusNew, "nothing recorded with this stamp"
+	default:
+		r.Status, r.Note = StatusNoOutput, note
+	}
+}
+
+// actions flattens a chunk's rows.
+func actions(c *msgs.ActionChunk) []float32 {
+	var x []float32
+	for _, r := range c.Actions {
+		x = append(x, r.Values...)
+	}
+	return x
+}
+
+// Failures lists the rows that fail the gate.
+func (r *Report) Failures() []Row {
+	var out []Row
+	for _, row := range r.Rows {
+		if row.Status.Failed() {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// Compared counts the rows with both a recorded and a produced chunk.
+func (r *Report) Compared() int {
+	n := 0
+	for _, row := range r.Rows {
+		if row.Recorded != nil && row.Produced != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Produced counts the chunks the replay produced.
+func (r *Report) Produced() int {
+	n := 0
+	for _, row := range r.Rows {
+		if row.Produced != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// maxNamed bounds the chunks an error message names.
+const maxNamed = 10
+
+// Err is nil when every recorded chunk was produced and every comparison
+// passed the gate; otherwise it names the failing chunks by kv_seq and
+// stamp.
+func (r *Report) Err() error {
+	fails := r.Failures()
+	if len(fails) == 0 {
+		return nil
+	}
+	var parts []string
+	for i, f := range fails {
+		if i == maxNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(fails)-maxNamed))
+			break
+		}
+		what := f.Note
+		if f.Status == StatusMissing {
+			what = "not produced: " + f.Note
+		}
+		parts = append(parts, fmt.Sprintf("chunk kv_seq %d stamp %s (%s)", f.KVSeq, fmtTime(f.Stamp), what))
+	}
+	return fmt.Errorf("FAIL: %d of %d recorded chunks: %s", len(fails), r.Recorded-r.NotReached, strings.Join(parts, "; "))
+}
+
+// WriteTable prints the replay's setting, a row per stamp (stamp, kv_seq,
+// seq, cosine, max |err|, denoise ms of the replay and of the recording,
+// verdict) and a summary.
+func (r *Report) WriteTable(w io.Writer) error {
+	p := r.Params
+	ew := &errWriter{w: w}
+	ew.printf("bag      %s\n", r.Bag)
+	ew.printf("topics   %s + %s -> %s (%d inputs, %d recorded chunks)\n", p.Topics.KVCache, p.Topics.Context, p.Topics.Actions, r.TotalInputs, r.Recorded)
+	ew.printf("backend  %s\n", r.BackendInfo)
+	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy)
+	gate := fmt.Sprintf("cosine >= %g", r.MinCosine)
+	if r.MaxAbsErr > 0 {
+		gate += fmt.Sprintf(" and max |err| <= %g", r.MaxAbsErr)
+	}
+	ew.printf("gate     %s\n\n", gate)
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "stamp\tkv_seq\tseq\tcosine\tmax|err|\tdenoise ms\trecorded ms\tverdict")
+	for _, row := range r.Rows {
+		seq, cos, maxErr, ms, recMs := "-", "-", "-", "-", "-"
+		if row.Produced != nil {
+			seq, ms = fmt.Sprint(row.Produced.Seq), fmt.Sprintf("%.2f", row.Produced.DenoiseMs)
+		}
+		if row.Recorded != nil {
+			recMs = fmt.Sprintf("%.2f", row.Recorded.Chunk.DenoiseMs)
+		}
+		if row.Recorded != nil && row.Produced != nil {
+			cos, maxErr = fmt.Sprintf("%.12f", row.Cosine), fmt.Sprintf("%.3g", row.MaxAbsErr)
+		}
+		verdict := string(row.Status)
+		if row.Note != "" {
+			verdict += ": " + row.Note
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(row.Stamp), row.KVSeq, seq, cos, maxErr, ms, recMs, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	s := r.Stats
+	ew.printf("\nnode     %d inputs fed of %d, %d paired, %d chunks published, %d rejected, %d dropped, %d backend errors",
+		r.Inputs, r.TotalInputs, s.Paired, s.Out, s.TotalRejected(), s.TotalDropped(), s.Failed)
+	if r.Timeouts > 0 {
+		ew.printf(", %d timed out", r.Timeouts)
+	}
+	ew.printf(" (%.1f s)\n", r.Elapsed.Seconds())
+	if reasons := countsText(s); reasons != "" {
+		ew.printf("         %s\n", reasons)
+	}
+	if s.Denoise.N > 0 {
+		ew.printf("latency  denoise p50 %.2f ms, p95 %.2f ms, max %.2f ms", msOf(s.Denoise.P50), msOf(s.Denoise.P95), msOf(s.Denoise.Max))
+		if rec := r.recordedDenoise(); len(rec) > 0 {
+			ew.printf("; recorded p50 %.2f ms, max %.2f ms", rec[len(rec)/2], rec[len(rec)-1])
+		}
+		ew.printf("\n")
+	}
+	for _, n := range r.Notes {
+		ew.printf("note     %s\n", n)
+	}
+	if r.Output != "" {
+		ew.printf("output   %s\n", r.Output)
+	}
+	ew.printf("%s\n", r.summary())
+	return ew.err
+}
+
+// summary is the last line of the table: the gate's verdict.
+func (r *Report) summary() string {
+	fails, compared := len(r.Failures()), r.Compared()
+	lowest, largest := 1.0, 0.0
+	for _, row := range r.Rows {
+		if row.Recorded != nil && row.Produced != nil {
+			lowest, largest = math.Min(lowest, row.Cosine), math.Max(largest, row.MaxAbsErr)
+		}
+	}
+	extra := ""
+	if n := r.Produced() - compared; n > 0 {
+		extra = fmt.Sprintf(", %d produced chunks without a recorded one", n)
+	}
+	if r.Interrupted {
+		extra += fmt.Sprintf(", interrupted (%d recorded chunks not reached)", r.NotReached)
+	}
+	switch {
+	case fails > 0:
+		return fmt.Sprintf("FAIL: %d of %d recorded chunks fail (%d compared, lowest cosine %.12f, largest max|err| %.3g)%s",
+			fails, r.Recorded-r.NotReached, compared, lowest, largest, extra)
+	case r.Recorded == 0:
+		return "PASS (vacuous): nothing to compare, the bag has no recorded ActionChunks on the actions topic" + extra
+	}
+	verdict := "PASS"
+	if r.Interrupted {
+		verdict = "INTERRUPTED, no failure so far"
+	}
+	return fmt.Sprintf("%s: %d chunks compared, lowest cosine %.12f >= %g, largest max|err| %.3g%s",
+		verdict, compared, lowest, r.MinCosine, largest, extra)
+}
+
+// recordedDenoise returns the recorded chunks' denoise times, sorted.
+func (r *Report) recordedDenoise() []float64 {
+	var ms []float64
+	for _, row := range r.Rows {
+		if row.Recorded != nil {
+			ms = append(ms, float64(row.Recorded.Chunk.DenoiseMs))
+		}
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// countsText lists the node's rejections and drops by reason.
+func countsText(s node.Snapshot) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s.Rejected)) {
+		parts = append(parts, fmt.Sprintf("rejected %s %d", k, s.Rejected[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Dropped)) {
+		parts = append(parts, fmt.Sprintf("dropped %s %d", k, s.Dropped[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func msOf(d time.Duration) float64 { return d.Seconds() * 1000 }
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	fmt.Fprintf(e, format, args...)
+}

@@ -1,0 +1,181 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node"
+)
+
+// Recorded is one ActionChunk recorded in a bag.
+type Recorded struct {
+	LogTime time.Time
+	Chunk   msgs.ActionChunk
+}
+
+// Schedule is how a recorded chunk was denoised, as the chunk itself says.
+type Schedule struct {
+	Steps int
+	Shift float32
+	// NoiseSeed is the node's noise_seed parameter: the chunk's seed minus
+	// the seq of its VideoKVCache.
+	NoiseSeed uint64
+	Backend   string
+}
+
+// Recording is what a first pass over a bag found: the inputs to feed and
+// the chunks to compare with.
+type Recording struct {
+	Path   string
+	Topics node.Topics // the node's topics, fully qualified, as looked up in the bag
+
+	KVCount, ContextCount int       // input messages
+	Start                 time.Time // log time of the first input
+	// KVShape and ContextShape are the tensor shapes of the first
+	// decodable VideoKVCache (keys) and TextContext; nil when none is.
+	KVShape, ContextShape []uint32
+
+	Recorded []Recorded // the ActionChunks on the actions topic, in log-time order
+	// Schedule is taken from the first recorded chunk; nil without one.
+	// ScheduleVaries is set when later chunks disagree with it.
+	Schedule       *Schedule
+	ScheduleVaries bool
+}
+
+// Scan reads a bag (a rosbag2 folder or a single .mcap file) once: it
+// checks that the node's input topics are there with the node's types,
+// counts the inputs, notes their shapes and collects the ActionChunks
+// recorded on the actions topic. Topic names must be fully qualified (see
+// ResolveTopics).
+func Scan(ctx context.Context, path string, topics node.Topics) (*Recording, error) {
+	r, err := bag.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("replay: open bag: %w", err)
+	}
+	defer r.Close()
+	types := map[string]string{}
+	for _, t := range r.Topics() {
+		types[t.Name] = t.Type
+	}
+	listing := func() string {
+		var parts []string
+		for _, t := range r.Topics() {
+			parts = append(parts, fmt.Sprintf("%s (%s)", t.Name, t.Type))
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return strings.Join(parts, ", ")
+	}
+	for _, want := range []struct {
+		param, name, typ string
+		required         bool
+	}{
+		{"topics.kv_cache", topics.KVCache, msgs.TypeVideoKVCache, true},
+		{"topics.context", topics.Context, msgs.TypeTextContext, true},
+		{"topics.actions", topics.Actions, msgs.TypeActionChunk, false},
+	} {
+		got, ok := types[want.name]
+		switch {
+		case !ok && want.required:
+			return nil, fmt.Errorf("replay: bag %s has no topic %s (%s); its topics: %s; name the node's topic with -p %s:=NAME or -namespace",
+				path, want.name, want.typ, listing(), want.param)
+		case ok && got != want.typ:
+			return nil, fmt.Errorf("replay: topic %s of bag %s has type %s, want %s", want.name, path, got, want.typ)
+		}
+	}
+
+	rec := &Recording{Path: path, Topics: topics}
+	for m, err := range r.Messages() {
+		if err != nil {
+			return nil, fmt.Errorf("replay: read bag %s: %w", path, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay: scan %s: %w", path, err)
+		}
+		switch m.Topic {
+		case topics.KVCache, topics.Context:
+			if rec.KVCount+rec.ContextCount == 0 {
+				rec.Start = m.LogTime
+			}
+			rec.note(m)
+		case topics.Actions:
+			var c msgs.ActionChunk
+			if err := c.UnmarshalCDR(m.Data); err != nil {
+				return nil, fmt.Errorf("replay: bag %s: the ActionChunk recorded at log time %s does not decode: %w",
+					path, fmtTime(m.LogTime), err)
+			}
+			rec.Recorded = append(rec.Recorded, Recorded{LogTime: m.LogTime, Chunk: c})
+			s := Schedule{Steps: int(c.Steps), Shift: c.Shift, NoiseSeed: c.NoiseSeed - c.KVSeq, Backend: c.Backend}
+			if rec.Schedule == nil {
+				rec.Schedule = &s
+			} else if *rec.Schedule != s {
+				rec.ScheduleVaries = true
+			}
+		}
+	}
+	if rec.KVCount == 0 {
+		return nil, fmt.Errorf("replay: bag %s has no messages on %s", path, topics.KVCache)
+	}
+	return rec, nil
+}
+
+// note counts an input and keeps the first decodable shapes.
+func (rec *Recording) note(m bag.Message) {
+	if m.Topic == rec.Topics.KVCache {
+		rec.KVCount++
+		var kv msgs.VideoKVCache
+		if rec.KVShape == nil && kv.UnmarshalCDR(m.Data) == nil {
+			rec.KVShape = kv.Keys.Shape
+		}
+		return
+	}
+	rec.ContextCount++
+	var c msgs.TextContext
+	if rec.ContextShape == nil && c.UnmarshalCDR(m.Data) == nil {
+		rec.ContextShape = c.Context.Shape
+	}
+}
+
+// ApplySchedule sets the steps, shift and noise seed of p to those the
+// recorded chunks were denoised with, so that the replay denoises alike.
+// It does nothing without recorded chunks or when they carry no usable
+// schedule.
+func (rec *Recording) ApplySchedule(p *node.Params) {
+	s := rec.Schedule
+	if s == nil || s.Steps < 1 || s.Steps > 1000 || !(s.Shift > 0) {
+		return
+	}
+	p.Steps, p.Shift, p.NoiseSeed = s.Steps, float64(s.Shift), s.NoiseSeed
+}
+
+// VideoTokens is the number of cached video tokens of the first decodable
+// VideoKVCache, 0 when there is none; a CPU backend is sized with it.
+func (rec *Recording) VideoTokens() int {
+	if len(rec.KVShape) != 4 {
+		return 0
+	}
+	return int(rec.KVShape[2])
+}
+
+// ContextTokens is the number of context tokens of the first decodable
+// TextContext, 0 when there is none; a CPU backend is sized with it.
+func (rec *Recording) ContextTokens() int {
+	if len(rec.ContextShape) != 3 {
+		return 0
+	}
+	return int(rec.ContextShape[1])
+}
+
+// fmtTime prints a time as ROS prints stamps: seconds.nanoseconds.
+func fmtTime(t time.Time) string {
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
+}
+
+func stampTime(t msgs.Time) time.Time {
+	return time.Unix(int64(t.Sec), int64(t.Nanosec))
+}
