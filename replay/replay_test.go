@@ -99,6 +99,22 @@ func TestRegressionBagIsCurrent(t *testing.T) {
 			t.Errorf("topic %d: %+v, committed %+v; %s", i, g, w, regen)
 		}
 	}
+	// The schemas stored in the committed bag must be today's message
+	// definitions, so `ros2 bag play` and our readers agree on them.
+	committed, err := bag.Open(regressionBag(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer committed.Close()
+	for _, tp := range committed.Topics() {
+		def, err := msgs.Definition(tp.Type)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tp.Definition != def {
+			t.Errorf("topic %s: the committed bag's schema of %s is not the current definition; %s", tp.Name, tp.Type, regen)
+		}
+	}
 	for topic, gm := range got.msgs {
 		wm := want.msgs[topic]
 		if len(gm) != len(wm) {
