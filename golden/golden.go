@@ -98,7 +98,11 @@ func LoadTiny(name string) (*Case, error) {
 
 // Parse reads a golden .npz image; name is used in messages.
 func Parse(name string, b []byte) (*Case, error) {
-	if err := verifyZip(b); err != nil {
+	z, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("golden: %s is not a readable .npz archive: %w", name, err)
+	}
+	if err := verifyZip(z); err != nil {
 		return nil, fmt.Errorf("golden: %s is damaged: %w", name, err)
 	}
 	r, err := npz.NewReader(bytes.NewReader(b), int64(len(b)))
@@ -233,11 +237,7 @@ func (c *Case) Fits(d expert.Dims) error {
 // verifyZip reads every member of the archive to its end, which is where
 // archive/zip checks the CRC: the npy reader stops after the last element
 // and would not notice a damaged byte.
-func verifyZip(b []byte) error {
-	z, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		return err
-	}
+func verifyZip(z *zip.Reader) error {
 	for _, f := range z.File {
 		rc, err := f.Open()
 		if err != nil {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -283,57 +282,4 @@ func (in inputs) chunk(t testing.TB, d expert.Dims) *expert.Chunk {
 		}
 	}
 	return c
-}
-
-// writeNPZ writes float32/bool/int64 arrays with shapes as a .npz (an
-// uncompressed zip of .npy files), independently of the reader under test.
-type npyArray struct {
-	shape []int
-	data  any // []float32, []bool or []int64
-}
-
-func encodeNPY(a npyArray) []byte {
-	var descr string
-	var payload []byte
-	switch v := a.data.(type) {
-	case []float32:
-		descr = "<f4"
-		for _, x := range v {
-			payload = binary.LittleEndian.AppendUint32(payload, math.Float32bits(x))
-		}
-	case []bool:
-		descr = "|b1"
-		for _, x := range v {
-			if x {
-				payload = append(payload, 1)
-			} else {
-				payload = append(payload, 0)
-			}
-		}
-	case []int64:
-		descr = "<i8"
-		for _, x := range v {
-			payload = binary.LittleEndian.AppendUint64(payload, uint64(x))
-		}
-	default:
-		panic(fmt.Sprintf("encodeNPY: %T", a.data))
-	}
-	dims := make([]string, len(a.shape))
-	for i, s := range a.shape {
-		dims[i] = fmt.Sprint(s)
-	}
-	shape := "(" + strings.Join(dims, ", ")
-	if len(dims) == 1 {
-		shape += ","
-	}
-	shape += ")"
-	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape)
-	for (10+len(header)+1)%64 != 0 {
-		header += " "
-	}
-	header += "\n"
-	out := []byte("\x93NUMPY\x01\x00")
-	out = binary.LittleEndian.AppendUint16(out, uint16(len(header)))
-	out = append(out, header...)
-	return append(out, payload...)
 }

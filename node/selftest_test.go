@@ -1,10 +1,8 @@
 package node
 
 import (
-	"archive/zip"
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/npztest"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -136,47 +135,12 @@ func TestSelfTestGate(t *testing.T) {
 	})
 }
 
-// writeGoldenNPZ writes c in the device bundle's .npz format with the
-// test's own npy encoder.
+// writeGoldenNPZ writes c in the device bundle's .npz format, with an npy
+// encoder independent of the reader under test.
 func writeGoldenNPZ(t *testing.T, c *golden.Case) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "golden.npz")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	z := zip.NewWriter(f)
-	mask := make([]float32, len(c.Chunk.ContextMask))
-	for i, m := range c.Chunk.ContextMask {
-		if m {
-			mask[i] = 1
-		}
-	}
-	kv := []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}
-	for _, a := range []struct {
-		name string
-		arr  npyArray
-	}{
-		{"latents_action", npyArray{[]int{1, c.ActionTokens, c.ActionDim}, c.Latents}},
-		{"timestep", npyArray{[]int{1}, []float32{c.Timestep}}},
-		{"video_keys", npyArray{kv, c.Chunk.VideoKeys}},
-		{"video_values", npyArray{kv, c.Chunk.VideoValues}},
-		{"context", npyArray{[]int{1, c.ContextTokens, c.TextDim}, c.Chunk.Context}},
-		{"context_mask", npyArray{[]int{1, c.ContextTokens}, mask}},
-		{"pred_noise", npyArray{[]int{1, c.ActionTokens, c.ActionDim}, c.Pred}},
-	} {
-		w, err := z.CreateHeader(&zip.FileHeader{Name: a.name + ".npy", Method: zip.Store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(encodeNPY(a.arr)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := npztest.Write(path, npztest.Bundle(c, c.Pred)...); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/npztest"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 )
 
@@ -36,16 +37,7 @@ func fakeContext(t *testing.T) (lib *qnnfake.Lib, ctxPath, goldenPath string) {
 	}
 	want := qnnfake.Expected(g, [][]float32{c.Latents, {c.Timestep}, c.Chunk.VideoKeys, c.Chunk.VideoValues, c.Chunk.Context, mask})[0]
 	goldenPath = filepath.Join(t.TempDir(), "action_step_io.npz")
-	arrays := []npyArray{
-		{"latents_action", []int{1, c.ActionTokens, c.ActionDim}, c.Latents},
-		{"timestep", []int{1}, []float32{c.Timestep}},
-		{"video_keys", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoKeys},
-		{"video_values", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoValues},
-		{"context", []int{1, c.ContextTokens, c.TextDim}, c.Chunk.Context},
-		{"context_mask", []int{1, c.ContextTokens}, mask},
-		{"pred_noise", []int{1, c.ActionTokens, c.ActionDim}, want},
-	}
-	if err := os.WriteFile(goldenPath, npzBytes(t, arrays), 0o644); err != nil {
+	if err := npztest.Write(goldenPath, npztest.Bundle(c, want)...); err != nil {
 		t.Fatal(err)
 	}
 	return lib, ctxPath, goldenPath

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/npztest"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -81,24 +78,8 @@ func writeBundleGolden(t *testing.T, tamper bool) string {
 			pred[i] += 3
 		}
 	}
-	mask := make([]float32, len(c.Chunk.ContextMask))
-	for i, m := range c.Chunk.ContextMask {
-		if m {
-			mask[i] = 1
-		}
-	}
-	n := c.ActionTokens
-	arrays := []npyArray{
-		{"latents_action", []int{1, n, c.ActionDim}, c.Latents},
-		{"timestep", []int{1}, []float32{c.Timestep}},
-		{"video_keys", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoKeys},
-		{"video_values", []int{c.Layers, 1, c.VideoTokens, c.AttnWidth}, c.Chunk.VideoValues},
-		{"context", []int{1, c.ContextTokens, c.TextDim}, c.Chunk.Context},
-		{"context_mask", []int{1, c.ContextTokens}, mask},
-		{"pred_noise", []int{1, n, c.ActionDim}, pred},
-	}
 	path := filepath.Join(t.TempDir(), "action_step_io.npz")
-	if err := os.WriteFile(path, npzBytes(t, arrays), 0o644); err != nil {
+	if err := npztest.Write(path, npztest.Bundle(c, pred)...); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -152,48 +133,4 @@ func TestParityUsageErrors(t *testing.T) {
 			t.Errorf("%v: no message", args)
 		}
 	}
-}
-
-type npyArray struct {
-	name  string
-	shape []int
-	data  []float32
-}
-
-// npzBytes writes arrays as numpy.savez does: one little-endian float32
-// .npy (format 1.0) member per array in a zip archive.
-func npzBytes(t *testing.T, arrays []npyArray) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	z := zip.NewWriter(&buf)
-	for _, a := range arrays {
-		shape := ""
-		for _, d := range a.shape {
-			shape += fmt.Sprintf("%d, ", d)
-		}
-		if len(a.shape) > 1 {
-			shape = strings.TrimSuffix(shape, ", ")
-		} else {
-			shape = strings.TrimSuffix(shape, " ")
-		}
-		hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", shape)
-		for (10+len(hdr)+1)%64 != 0 {
-			hdr += " "
-		}
-		hdr += "\n"
-		w, err := z.Create(a.name + ".npy")
-		if err != nil {
-			t.Fatal(err)
-		}
-		head := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)), byte(len(hdr)>>8))
-		w.Write(head)
-		w.Write([]byte(hdr))
-		for _, v := range a.data {
-			binary.Write(w, binary.LittleEndian, math.Float32bits(v))
-		}
-	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
