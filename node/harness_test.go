@@ -39,9 +39,8 @@ type harness struct {
 
 type harnessOpt func(*Config)
 
-func withClock(c *fakeClock) harnessOpt     { return func(cfg *Config) { cfg.Now = c.Now } }
-func withGolden(g *golden.Case) harnessOpt  { return func(cfg *Config) { cfg.Golden = g } }
-func withTick(ch chan time.Time) harnessOpt { return func(cfg *Config) { cfg.Tick = ch } }
+func withClock(c *fakeClock) harnessOpt    { return func(cfg *Config) { cfg.Now = c.Now } }
+func withGolden(g *golden.Case) harnessOpt { return func(cfg *Config) { cfg.Golden = g } }
 
 // newHarness creates the node and starts Run.
 func newHarness(t *testing.T, p Params, b expert.Backend, opts ...harnessOpt) *harness {
@@ -176,23 +175,6 @@ func (h *harness) noChunk(d time.Duration) {
 	case m := <-h.chunks:
 		h.t.Fatalf("unexpected ActionChunk seq %d (kv_seq %d)", m.Seq, m.KVSeq)
 	case <-time.After(d):
-	}
-}
-
-// waitIdle waits until the node has paired n inputs and the worker has
-// finished with all of them (published, rejected, failed or dropped).
-func (h *harness) waitPaired(n uint64) Snapshot {
-	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := h.node.Stats()
-		if s.Paired >= n {
-			return s
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("paired %d, want %d; log:\n%s", s.Paired, n, h.log)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

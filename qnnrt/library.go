@@ -54,7 +54,7 @@ type Version struct {
 // String formats the version as major.minor.patch.
 func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
-func (v qnnVersion) version() Version { return Version{v.Major, v.Minor, v.Patch} }
+func (v qnnVersion) version() Version { return Version(v) }
 
 // Provider describes a QNN interface provider of a backend or system
 // library.

@@ -120,8 +120,6 @@ func (m cmem) put32(off int, v uint32)       { binary.LittleEndian.PutUint32(m[o
 func (m cmem) put64(off int, v uint64)       { binary.LittleEndian.PutUint64(m[off:], v) }
 func (m cmem) putPtr(off int, p uintptr)     { m.put64(off, uint64(p)) }
 func (m cmem) putString(off int, s string)   { copy(m[off:], s); m[off+len(s)] = 0 }
-func (m cmem) slice(off, n int) []byte       { return m[off : off+n] }
-func (m cmem) putF32(off int, v float32)     { m.put32(off, math.Float32bits(v)) }
 func (m cmem) copyIn(off int, b []byte) cmem { copy(m[off:], b); return m }
 
 // cptr turns an address from C into an unsafe.Pointer (the address is not
