@@ -17,6 +17,7 @@ import (
 
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -43,6 +44,20 @@ func Tiny() fs.FS { return tiny }
 // cases, holding the inputs and the CPU reference's chunks. `fastwam
 // replay` replays it by default.
 func RegressionBag() fs.FS { return regression }
+
+// ExtractRegressionBag copies the embedded regression bag into a new folder
+// "regression" under parent, which must exist, and returns that folder.
+func ExtractRegressionBag(parent string) (string, error) {
+	sub, err := fs.Sub(regression, "regression")
+	if err != nil {
+		return "", fmt.Errorf("golden: embedded regression bag: %w", err)
+	}
+	dir := filepath.Join(parent, "regression")
+	if err := os.CopyFS(dir, sub); err != nil {
+		return "", fmt.Errorf("golden: extract the regression bag: %w", err)
+	}
+	return dir, nil
+}
 
 // TinyCases names the embedded tiny cases.
 func TinyCases() []string { return []string{"tiny/case_all.npz", "tiny/case_first4.npz"} }

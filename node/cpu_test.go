@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"io/fs"
 	"testing"
 	"time"
 
@@ -16,17 +15,11 @@ import (
 // for the inputs of case c.
 func tinyCPU(t *testing.T, c *golden.Case) *cpu.Backend {
 	t.Helper()
-	b, err := fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors")
+	w, err := cpu.TinyWeights()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cpu.ParseWeights("tiny/weights.safetensors", b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := w.Config()
-	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	if w, err = w.WithConfig(cfg); err != nil {
+	if w, err = w.ForInputs(c.VideoTokens, c.ContextTokens); err != nil {
 		t.Fatal(err)
 	}
 	be, err := cpu.New(w, cpu.Options{BLAS: "gonum"})

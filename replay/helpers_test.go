@@ -2,9 +2,6 @@ package replay_test
 
 import (
 	"context"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/fastwam/actionexpert/bag"
@@ -34,18 +31,12 @@ func tinyCases(t *testing.T) []*golden.Case {
 // like the tiny goldens.
 func tinyBackend(t *testing.T) *cpu.Backend {
 	t.Helper()
-	b, err := fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := cpu.ParseWeights("tiny/weights.safetensors", b, nil)
+	w, err := cpu.TinyWeights()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := tinyCases(t)[0]
-	cfg := w.Config()
-	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	if w, err = w.WithConfig(cfg); err != nil {
+	if w, err = w.ForInputs(c.VideoTokens, c.ContextTokens); err != nil {
 		t.Fatal(err)
 	}
 	be, err := cpu.New(w, cpu.Options{})
@@ -70,12 +61,8 @@ func params(t *testing.T) node.Params {
 // regressionBag copies the embedded regression bag to a temporary folder.
 func regressionBag(t *testing.T) string {
 	t.Helper()
-	sub, err := fs.Sub(golden.RegressionBag(), "regression")
+	dir, err := golden.ExtractRegressionBag(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "regression")
-	if err := os.CopyFS(dir, sub); err != nil {
 		t.Fatal(err)
 	}
 	return dir

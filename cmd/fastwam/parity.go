@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -99,7 +98,7 @@ func loadCases(path string) ([]*golden.Case, error) {
 func (o *parityOpts) open(ctx context.Context, c *golden.Case) (expert.Backend, string, error) {
 	switch o.backend {
 	case "cpu":
-		return o.cpu.open(c, o.goldenPath == "")
+		return o.cpu.open(c.VideoTokens, c.ContextTokens, o.goldenPath == "")
 	case "htp":
 		return o.htp.open(ctx)
 	}
@@ -119,9 +118,10 @@ func (f *cpuFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU backend: OpenBLAS threads (0: OpenBLAS's default)")
 }
 
-// open loads the CPU backend sized for case c; embedded selects the
-// embedded tiny weights when no weights file is given.
-func (f *cpuFlags) open(c *golden.Case, embedded bool) (expert.Backend, string, error) {
+// open loads the CPU backend sized for inputs of videoTokens cached video
+// tokens and contextTokens context tokens; embedded selects the embedded
+// tiny weights when no weights file is given.
+func (f *cpuFlags) open(videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
 	var (
 		w   *cpu.Weights
 		err error
@@ -130,19 +130,14 @@ func (f *cpuFlags) open(c *golden.Case, embedded bool) (expert.Backend, string, 
 	case f.weights != "":
 		w, err = cpu.LoadWeights(f.weights, nil)
 	case embedded:
-		var b []byte
-		if b, err = fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors"); err == nil {
-			w, err = cpu.ParseWeights("embedded tiny/weights.safetensors", b, nil)
-		}
+		w, err = cpu.TinyWeights()
 	default:
 		return nil, "", usageError("-backend cpu with -golden needs -weights (the action expert's .safetensors)")
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	cfg := w.Config()
-	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	if w, err = w.WithConfig(cfg); err != nil {
+	if w, err = w.ForInputs(videoTokens, contextTokens); err != nil {
 		return nil, "", err
 	}
 	b, err := cpu.New(w, cpu.Options{BLAS: f.blas, Threads: f.threads})

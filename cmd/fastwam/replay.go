@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -163,26 +162,20 @@ func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Ba
 	if rec.VideoTokens() == 0 || rec.ContextTokens() == 0 {
 		return nil, "", fmt.Errorf("bag %s: no decodable VideoKVCache and TextContext to size the CPU backend with", rec.Path)
 	}
-	// cpuFlags sizes the backend from a golden case's token counts.
-	sizes := &golden.Case{Name: rec.Path, VideoTokens: rec.VideoTokens(), ContextTokens: rec.ContextTokens()}
-	return o.cpu.open(sizes, true)
+	return o.cpu.open(rec.VideoTokens(), rec.ContextTokens(), true)
 }
 
 // extractRegressionBag copies the embedded regression bag to a new
 // temporary folder and returns the bag folder inside it.
 func extractRegressionBag() (string, error) {
-	sub, err := fs.Sub(golden.RegressionBag(), "regression")
-	if err != nil {
-		return "", fmt.Errorf("embedded regression bag: %w", err)
-	}
 	tmp, err := os.MkdirTemp("", "fastwam-replay-*")
 	if err != nil {
 		return "", fmt.Errorf("embedded regression bag: %w", err)
 	}
-	dir := filepath.Join(tmp, "regression")
-	if err := os.CopyFS(dir, sub); err != nil {
+	dir, err := golden.ExtractRegressionBag(tmp)
+	if err != nil {
 		os.RemoveAll(tmp)
-		return "", fmt.Errorf("embedded regression bag: %w", err)
+		return "", err
 	}
 	return dir, nil
 }

@@ -41,12 +41,8 @@ func TestReplayDefault(t *testing.T) {
 // embeddedBag copies the embedded regression bag into a temporary folder.
 func embeddedBag(t *testing.T) string {
 	t.Helper()
-	sub, err := fs.Sub(golden.RegressionBag(), "regression")
+	dir, err := golden.ExtractRegressionBag(t.TempDir())
 	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "regression")
-	if err := os.CopyFS(dir, sub); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -44,10 +44,7 @@ func blasChoices(t *testing.T) []string {
 
 func newTiny(t *testing.T, weights, blasName string, c *golden.Case) *Backend {
 	t.Helper()
-	w := tinyWeights(t, weights)
-	cfg := w.Config()
-	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	w, err := w.WithConfig(cfg)
+	w, err := tinyWeights(t, weights).ForInputs(c.VideoTokens, c.ContextTokens)
 	if err != nil {
 		t.Fatal(err)
 	}

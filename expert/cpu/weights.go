@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/safetensors"
 )
 
@@ -57,23 +59,39 @@ type Weights struct {
 // Config returns the architecture the weights were loaded for.
 func (w *Weights) Config() Config { return w.cfg }
 
-// WithConfig returns the same weights (sharing their memory) for a
-// configuration that differs only in the sizes of the per-chunk inputs
-// (video and context tokens), which the parameters do not fix.
-func (w *Weights) WithConfig(c Config) (*Weights, error) {
-	c = c.withDefaults()
+// ForInputs returns the same weights (sharing their memory) sized for
+// chunks of videoTokens cached video tokens and contextTokens context
+// tokens, which the parameters do not fix; zero keeps the current size.
+func (w *Weights) ForInputs(videoTokens, contextTokens int) (*Weights, error) {
+	c := w.cfg
+	if videoTokens != 0 {
+		c.VideoTokens = videoTokens
+	}
+	if contextTokens != 0 {
+		c.ContextTokens = contextTokens
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	a, b := w.cfg, c
-	a.VideoTokens, a.ContextTokens = 0, 0
-	b.VideoTokens, b.ContextTokens = 0, 0
-	if a != b {
-		return nil, fmt.Errorf("cpu: configuration %+v does not match the weights' %+v", c, w.cfg)
 	}
 	cp := *w
 	cp.cfg = c
 	return &cp, nil
+}
+
+// TinyWeights returns the embedded weights of the tiny golden model
+// (golden/tiny/weights.safetensors, spec §11), sized for its inputs
+// (8 video tokens, 5 context tokens).
+func TinyWeights() (*Weights, error) {
+	const name = "tiny/weights.safetensors"
+	b, err := fs.ReadFile(golden.Tiny(), name)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: embedded %s: %w", name, err)
+	}
+	w, err := ParseWeights("embedded "+name, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	return w.ForInputs(8, 5)
 }
 
 // param names one tensor of the state dict, its expected shape and where it

@@ -58,17 +58,8 @@ func OpenCPU(c node.CPUParams) (*cpu.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open CPU backend: %w", err)
 	}
-	if c.VideoTokens != 0 || c.ContextTokens != 0 {
-		cfg := w.Config()
-		if c.VideoTokens != 0 {
-			cfg.VideoTokens = c.VideoTokens
-		}
-		if c.ContextTokens != 0 {
-			cfg.ContextTokens = c.ContextTokens
-		}
-		if w, err = w.WithConfig(cfg); err != nil {
-			return nil, fmt.Errorf("open CPU backend: %w", err)
-		}
+	if w, err = w.ForInputs(c.VideoTokens, c.ContextTokens); err != nil {
+		return nil, fmt.Errorf("open CPU backend: %w", err)
 	}
 	b, err := cpu.New(w, cpu.Options{Threads: c.Threads})
 	if err != nil {

@@ -4,7 +4,6 @@ package rosnode
 
 import (
 	"context"
-	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -194,17 +193,11 @@ func TestNodeOverROS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors")
+	w, err := cpu.TinyWeights()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cpu.ParseWeights("tiny", wb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := w.Config()
-	cfg.VideoTokens, cfg.ContextTokens = c.VideoTokens, c.ContextTokens
-	if w, err = w.WithConfig(cfg); err != nil {
+	if w, err = w.ForInputs(c.VideoTokens, c.ContextTokens); err != nil {
 		t.Fatal(err)
 	}
 	b, err := cpu.New(w, cpu.Options{BLAS: "gonum"})
