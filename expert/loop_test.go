@@ -83,10 +83,10 @@ func TestNoiseReproducible(t *testing.T) {
 	if math.Abs(mean) > 0.02 || math.Abs(sd-1) > 0.02 {
 		t.Errorf("noise mean %.4f sd %.4f, want about 0 and 1", mean, sd)
 	}
-	// Pin the stream: a change of generator would silently change every
-	// reproduced chunk.
-	if got := Noise(42, 2); got[0] != a[0] || len(got) != 2 {
-		t.Errorf("prefix of the stream depends on its length")
+	// A chunk's noise must not depend on how much is drawn: a shorter draw
+	// is a prefix of a longer one.
+	if got := Noise(42, 3); got[0] != a[0] || got[1] != a[1] || got[2] != a[2] {
+		t.Errorf("Noise(42, 3) = %v is not a prefix of Noise(42, 224)", got)
 	}
 }
 
@@ -209,6 +209,10 @@ func TestValidateChunk(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: got %v", name, err)
 		}
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.NonFinite() != (name == "NaN") {
+			t.Errorf("%s: %v is not an *InputError of the right kind", name, err)
+		}
 	}
 	if err := d.ValidateChunk(tinyChunk(d)); err != nil {
 		t.Errorf("valid chunk rejected: %v", err)
@@ -216,4 +220,57 @@ func TestValidateChunk(t *testing.T) {
 	if err := d.ValidateChunk(nil); err == nil {
 		t.Error("nil chunk accepted")
 	}
+}
+
+// TestFirstNonFinite puts each special value at every position of slices of
+// odd and even length, among finite edge cases that must not trip the
+// two-at-a-time scan.
+func TestFirstNonFinite(t *testing.T) {
+	finite := []float32{0, float32(math.Copysign(0, -1)), math.MaxFloat32, -math.MaxFloat32,
+		math.SmallestNonzeroFloat32, 1, -2.5, 1e-40, 3.4e38}
+	for n := 0; n <= 17; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = finite[i%len(finite)]
+		}
+		if got := FirstNonFinite(x); got != -1 {
+			t.Fatalf("len %d all finite: got %d", n, got)
+		}
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+			math.Float32frombits(0x7fc00001), math.Float32frombits(0xff800001)} {
+			for at := 0; at < n; at++ {
+				y := append([]float32(nil), x...)
+				y[at] = bad
+				if got := FirstNonFinite(y); got != at {
+					t.Fatalf("len %d, %v at %d: got %d", n, bad, at, got)
+				}
+				if at+1 < n {
+					y[n-1] = bad // a later one must not hide the first
+					if got := FirstNonFinite(y); got != at {
+						t.Fatalf("len %d, %v at %d and %d: got %d", n, bad, at, n-1, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFirstNonFiniteKV scans a full-size video key and value cache
+// (2 × 30×98×3072 float32), against a plain copy of the same bytes.
+func BenchmarkFirstNonFiniteKV(b *testing.B) {
+	x := make([]float32, 2*FullDims().KVLen())
+	b.SetBytes(int64(4 * len(x)))
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if FirstNonFinite(x) >= 0 {
+				b.Fatal("finite input reported")
+			}
+		}
+	})
+	b.Run("copy-baseline", func(b *testing.B) {
+		y := make([]float32, len(x))
+		for b.Loop() {
+			copy(y, x)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,16 +34,11 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			n.rejected(reject(t.topic, RejectShape, "%s: %w", t.field, err))
 			return
 		}
-		if i := expert.FirstNonFinite(t.dst); i >= 0 {
-			n.rejected(reject(t.topic, RejectNonFinite, "%s[%d] is %v (stamp %s)", t.field, i, t.dst[i], fmtStamp(p.kv.stamp)))
-			return
-		}
 	}
 	copy(n.chunk.ContextMask, p.ctx.msg.AttentionMask)
 	n.chunk.VisibleVideo = int(p.kv.msg.VisibleVideoTokens)
 
 	seq := n.seq
-	n.seq++
 	// The seed follows the producer's sequence number, not this node's
 	// chunk counter, so that a replay of any part of a recording (or a
 	// restart of the node) draws the same noise for the same observation
@@ -50,8 +46,30 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	seed := n.p.NoiseSeed + p.kv.msg.Seq
 	x0 := expert.Noise(seed, d.LatentLen())
 	t0 := n.now()
+	// The backend validates the chunk before any compute (the contract's
+	// ValidateChunk): non-finite values are found there, once, as are
+	// inputs this backend cannot take (the HTP graph's fixed visibility).
+	// They are rejected inputs, not backend failures: no reload.
 	res, err := expert.Denoise(ctx, n.backend, &n.chunk, n.sched, x0, nil)
 	denoise := n.now().Sub(t0)
+	var bad *expert.InputError
+	if errors.As(err, &bad) {
+		topic, reason := kvTopic, RejectShape
+		switch {
+		case bad.NonFinite():
+			reason = RejectNonFinite
+		case bad.Input == "visible_video":
+			reason = RejectVisibleVideo
+		case bad.Input == "context_mask":
+			reason = RejectMask
+		}
+		if bad.Input == "context" || bad.Input == "context_mask" {
+			topic = ctxTopic
+		}
+		n.rejected(reject(topic, reason, "%v (stamp %s)", bad, fmtStamp(p.kv.stamp)))
+		return
+	}
+	n.seq++
 	if err != nil {
 		if ctx.Err() != nil {
 			n.dropped(kvTopic, DropShutdown)

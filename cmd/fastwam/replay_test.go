@@ -115,9 +115,10 @@ func TestReplayTamperedBagExits1(t *testing.T) {
 // TestReplayHTPOnTestDouble runs the pipeline end to end on the HTP
 // backend over the QNN test double. Its graph, like the compiled ones, has
 // no visibility input, so the backend refuses the chunks of the bag that
-// attend to 4 of the 8 video tokens (case_first4) and the node counts a
-// backend error for each; it denoises the others, which do not match the
-// CPU reference's recorded chunks. The report says all this cleanly.
+// attend to 4 of the 8 video tokens (case_first4) before any compute, and
+// the node rejects those inputs (reason visible_video, no backend error and
+// no reload); it denoises the others, which do not match the CPU
+// reference's recorded chunks. The report says all this cleanly.
 func TestReplayHTPOnTestDouble(t *testing.T) {
 	lib, ctxPath, _ := fakeContext(t)
 	code, out, stderr := runCmd(t, "replay", "-backend", "htp", "-context", ctxPath, "-head-dim", "16",
@@ -125,7 +126,7 @@ func TestReplayHTPOnTestDouble(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"backend  htp", "8 paired, 4 chunks published, 0 rejected, 0 dropped, 4 backend errors",
+	for _, want := range []string{"backend  htp", "8 paired, 4 chunks published, 4 rejected, 0 dropped, 0 backend errors",
 		"FAIL: 8 of 8 recorded chunks fail (4 compared"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -134,7 +135,7 @@ func TestReplayHTPOnTestDouble(t *testing.T) {
 	for k := range 8 {
 		verdict := `FAIL: cosine 0\.\d+ < 0\.9999`
 		if k%2 == 1 {
-			verdict = "MISSING: backend error"
+			verdict = "MISSING: rejected: visible_video"
 		}
 		re := regexp.MustCompile(fmt.Sprintf(`(?m)^1700000000\.%d00000000\s+%d\s.*%s$`, k, k, verdict))
 		if !re.MatchString(out) {

@@ -343,8 +343,8 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 		return fmt.Errorf("htp: %w", err)
 	}
 	if c.VisibleVideo != 0 && c.VisibleVideo != b.dims.VideoTokens {
-		return fmt.Errorf("htp: chunk attends to %d of %d video tokens; the compiled graph has no visibility input, so VisibleVideo must be 0 or %d",
-			c.VisibleVideo, b.dims.VideoTokens, b.dims.VideoTokens)
+		return fmt.Errorf("htp: %w", expert.InvalidInput("visible_video", "chunk attends to %d of %d video tokens; the compiled graph has no visibility input, so VisibleVideo must be 0 or %d",
+			c.VisibleVideo, b.dims.VideoTokens, b.dims.VideoTokens))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -399,10 +399,8 @@ func (b *Backend) usable() error {
 // predicted velocity into pred. A DSP subsystem restart gives an error
 // matching qnnrt.ErrSubsystemRestart: call Reload and step again.
 func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred []float32) error {
-	// CheckLatents formats its shape eagerly; call it only to explain a
-	// failure, keeping the step free of allocations.
-	if len(latents) != b.dims.LatentLen() || expert.FirstNonFinite(latents) >= 0 {
-		return fmt.Errorf("htp: %w", b.dims.CheckLatents("latents", latents))
+	if err := b.dims.CheckLatents("latents", latents); err != nil {
+		return fmt.Errorf("htp: %w", err)
 	}
 	if len(pred) != b.dims.LatentLen() {
 		return fmt.Errorf("htp: pred has %d elements, want %d", len(pred), b.dims.LatentLen())
