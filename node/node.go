@@ -373,8 +373,14 @@ func (n *Node) offer(p *pair) {
 }
 
 // rejected counts an invalid input and logs the first of each kind.
-func (n *Node) rejected(e *inputError) {
-	if n.stats.reject(e.reason) == 1 {
+func (n *Node) rejected(e *inputError) { n.logRejected(e, n.stats.reject(e.reason)) }
+
+// rejectedPair counts and logs an input of a pair that the worker rejects.
+func (n *Node) rejectedPair(e *inputError) { n.logRejected(e, n.stats.rejectPair(e.reason)) }
+
+// logRejected logs the first rejection of each reason.
+func (n *Node) logRejected(e *inputError, count uint64) {
+	if count == 1 {
 		n.log.Warnf("%v (logged once; further %q rejections are counted in %s)", e, e.reason, n.p.Topics.Diagnostics)
 	}
 }

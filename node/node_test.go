@@ -407,6 +407,11 @@ func TestRejections(t *testing.T) {
 			if s.Out != 0 || s.TotalRejected() != 2 {
 				t.Errorf("out %d rejected %v, want 0 and only two %s", s.Out, s.Rejected, c.reason)
 			}
+			// Every pair is accounted for: a rejected pair counts in
+			// RejectedPairs, an input rejected on receipt never paired.
+			if s.Paired != s.RejectedPairs || s.Failed != 0 {
+				t.Errorf("paired %d, rejected pairs %d, failed %d: a pair is unaccounted for", s.Paired, s.RejectedPairs, s.Failed)
+			}
 			if n := h.log.count("WARN", "("+string(c.reason)+")"); n != 1 {
 				t.Errorf("%d warnings for %s, want 1; log:\n%s", n, c.reason, h.log)
 			}

@@ -53,6 +53,7 @@ type stats struct {
 	rejected map[Reason]uint64
 	dropped  map[Drop]uint64
 	paired   uint64
+	pairRej  uint64 // paired inputs the worker rejected (also in rejected)
 	out      uint64
 	failed   uint64 // backend errors
 	stale    uint64 // published flagged stale_input
@@ -80,6 +81,16 @@ func (s *stats) reject(r Reason) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rejected[r]++
+	return s.rejected[r]
+}
+
+// rejectPair counts r for a pair the worker rejected and returns the
+// count of r so far.
+func (s *stats) rejectPair(r Reason) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected[r]++
+	s.pairRej++
 	return s.rejected[r]
 }
 
@@ -127,10 +138,14 @@ type Snapshot struct {
 	Rejected map[Reason]uint64
 	Dropped  map[Drop]uint64
 	Paired   uint64
-	Out      uint64 // chunks published
-	Failed   uint64 // chunks lost to backend errors
-	Stale    uint64 // chunks published with stale_input
-	Clipped  uint64 // chunks published with a clipped value
+	// RejectedPairs counts the paired inputs the worker rejected (also
+	// counted in Rejected): with Out, Failed and the superseded drops it
+	// accounts for every pair.
+	RejectedPairs uint64
+	Out           uint64 // chunks published
+	Failed        uint64 // chunks lost to backend errors
+	Stale         uint64 // chunks published with stale_input
+	Clipped       uint64 // chunks published with a clipped value
 
 	Denoise          Quantiles
 	ReceiveToPublish Quantiles
@@ -162,7 +177,7 @@ func (s *stats) snapshot() Snapshot {
 	defer s.mu.Unlock()
 	return Snapshot{
 		In: maps.Clone(s.in), Rejected: maps.Clone(s.rejected), Dropped: maps.Clone(s.dropped),
-		Paired: s.paired, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
+		Paired: s.paired, RejectedPairs: s.pairRej, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
 		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(),
 		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
 	}

@@ -31,7 +31,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		{ctxTopic, "context", p.ctx.msg.Context, n.chunk.Context},
 	} {
 		if err := t.src.DecodeF32Into(t.dst); err != nil {
-			n.rejected(reject(t.topic, RejectShape, "%s: %w", t.field, err))
+			n.rejectedPair(reject(t.topic, RejectShape, "%s: %w", t.field, err))
 			return
 		}
 	}
@@ -66,7 +66,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		if bad.Input == "context" || bad.Input == "context_mask" {
 			topic = ctxTopic
 		}
-		n.rejected(reject(topic, reason, "%v (stamp %s)", bad, fmtStamp(p.kv.stamp)))
+		n.rejectedPair(reject(topic, reason, "%v (stamp %s)", bad, fmtStamp(p.kv.stamp)))
 		return
 	}
 	n.seq++

@@ -66,10 +66,6 @@ type pipeline struct {
 	clock *bagClock
 	pubs  map[string]node.Publisher
 
-	// recvRejects counts the rejections of the receive path, which happen
-	// within a feed; the others are the worker's.
-	recvRejects uint64
-
 	done chan error   // Run's result
 	stop func() error // stops the node and waits for Run; idempotent
 	wake chan struct{}
@@ -184,14 +180,13 @@ func (pl *pipeline) feed(topic string, data []byte, logTime time.Time) (paired b
 		return false, "", fmt.Errorf("replay: publish on %s: %w", topic, err)
 	}
 	after := pl.node.Stats()
-	pl.recvRejects += after.TotalRejected() - before.TotalRejected()
 	return after.Paired > before.Paired, newCounts(before, after), nil
 }
 
 // settled reports whether the worker is done with every pair formed so
 // far: published, failed, rejected or superseded.
 func (pl *pipeline) settled(s node.Snapshot) bool {
-	done := s.Out + s.Failed + (s.TotalRejected() - pl.recvRejects) + s.Dropped[node.DropSuperseded]
+	done := s.Out + s.Failed + s.RejectedPairs + s.Dropped[node.DropSuperseded]
 	return done >= s.Paired
 }
 
