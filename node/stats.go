@@ -48,7 +48,13 @@ func (w *window) quantiles() Quantiles {
 
 // stats counts what the node did; safe for concurrent use.
 type stats struct {
-	mu       sync.Mutex
+	// pub makes a publish and its count one step as snapshots see it: it is
+	// held across the transport's Publish and the count that follows, and
+	// snapshot takes it first, so whoever has received a chunk reads it
+	// counted. The receive path takes only mu and never waits for a publish.
+	pub sync.Mutex
+	mu  sync.Mutex
+
 	in       map[string]uint64 // by topic
 	rejected map[Reason]uint64
 	dropped  map[Drop]uint64
@@ -116,6 +122,18 @@ func (s *stats) fail() uint64 {
 	return s.failed
 }
 
+// publish sends the encoded chunk msg through p and, if it went out,
+// counts it; see pub.
+func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age time.Duration, stale, clipped bool) error {
+	s.pub.Lock()
+	defer s.pub.Unlock()
+	if err := p.Publish(msg); err != nil {
+		return err
+	}
+	s.published(denoise, r2p, age, stale, clipped)
+	return nil
+}
+
 func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -173,6 +191,8 @@ func (s Snapshot) TotalDropped() uint64 {
 }
 
 func (s *stats) snapshot() Snapshot {
+	s.pub.Lock()
+	defer s.pub.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Snapshot{

@@ -103,13 +103,12 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		return
 	}
 	n.outBuf = buf
-	if err := n.actions.Publish(buf); err != nil {
+	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, stale, clipped); err != nil {
 		if c := n.stats.fail(); c == 1 || c%100 == 0 {
 			n.log.Errorf("chunk %d: publish %s: %v (%d failures so far)", seq, n.p.Topics.Actions, err, c)
 		}
 		return
 	}
-	n.stats.published(denoise, r2p, age, stale, clipped)
 	if seq == 0 {
 		n.log.Infof("first chunk published: denoise %.1f ms, receive to publish %.1f ms", ms(denoise), ms(r2p))
 	}
