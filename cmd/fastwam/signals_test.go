@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -238,6 +240,50 @@ func unread(t *testing.T, f *os.File) int {
 		t.Fatalf("FIONREAD: %v", errno)
 	}
 	return int(n)
+}
+
+// TestCancelledParityClosesBackend: cancelling the context a command runs
+// under (what the first signal does) makes parity on the HTP backend return
+// with its handles freed and its performance vote withdrawn.
+func TestCancelledParityClosesBackend(t *testing.T) {
+	lib, ctxPath, goldenPath := fakeContext(t)
+	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "1000000000"}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, args, stdout, stderr) }()
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(stdout.String(), "backend htp"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("parity did not start within a minute\n%s\n%s", stdout, stderr)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // into the timed chunks
+	votes := len(lib.PowerVotes())
+	cancel(errors.New("interrupted by SIGTERM"))
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("parity did not return within 30s of the cancellation")
+	}
+	if code == 0 || strings.Contains(stdout.String(), "PASS") {
+		t.Errorf("cancelled parity: exit %d\n%s", code, stdout)
+	}
+	if !strings.Contains(stderr.String(), "context canceled") {
+		t.Errorf("stderr does not say the run was cancelled: %q", stderr)
+	}
+	if n := lib.LiveHandles(); n != 0 {
+		t.Errorf("%d QNN handles live after the cancelled run", n)
+	}
+	// The down-vote: power saver (mode 4) with the 2000 µs sleep latency
+	// qnnrt casts on close, after the burst vote of the run.
+	if vs := lib.PowerVotes(); len(vs) <= votes {
+		t.Errorf("no performance vote after the cancellation (%d votes before, %d after): not withdrawn", votes, len(vs))
+	} else if last := vs[len(vs)-1]; last.PowerMode != 4 || last.SleepLatency != 2000 {
+		t.Errorf("last vote %+v is not the down-vote (power mode 4, sleep latency 2000)", last)
+	}
 }
 
 func TestGlobalFlags(t *testing.T) {
