@@ -144,12 +144,21 @@ func (h *Handler) watch(grace time.Duration) {
 		since    time.Time
 		timer    *time.Timer
 		deadline <-chan time.Time
+		said     <-chan struct{} // the last line written
 	)
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	exit := func(code int, format string, args ...any) {
+		said = h.say(said, format, args...)
+		select {
+		case <-said:
+		case <-time.After(maxMessageWait):
+		}
+		h.exit(code)
+	}
 	for {
 		select {
 		case <-h.quit:
@@ -164,24 +173,41 @@ func (h *Handler) watch(grace time.Duration) {
 				h.mu.Lock()
 				h.first = s
 				h.mu.Unlock()
-				h.cancel(&signalError{s})
-				fmt.Fprintf(h.stderr, "%s: %s: shutting down; a second signal, or %v without finishing, exits at once\n",
+				said = h.say(said, "%s: %s: shutting down; a second signal, or %v without finishing, exits at once\n",
 					h.name, signalName(s), grace)
+				h.cancel(&signalError{s})
 				timer = time.NewTimer(grace)
 				deadline = timer.C
 				continue
 			}
-			fmt.Fprintf(h.stderr, "%s: second signal (%s) during shutdown: exiting at once with status %d\n",
+			exit(exitCode(s), "%s: second signal (%s) during shutdown: exiting at once with status %d\n",
 				h.name, signalName(s), exitCode(s))
-			h.exit(exitCode(s))
 			return
 		case <-deadline:
-			fmt.Fprintf(h.stderr, "%s: shutdown did not finish within %v of %s: exiting with status %d\n",
+			exit(exitCode(first), "%s: shutdown did not finish within %v of %s: exiting with status %d\n",
 				h.name, grace, signalName(first), exitCode(first))
-			h.exit(exitCode(first))
 			return
 		}
 	}
+}
+
+// maxMessageWait bounds how long a forced exit waits for its message to be
+// written: a stderr nobody reads must not keep the process alive.
+const maxMessageWait = time.Second
+
+// say writes one line to stderr from a goroutine of its own, after the line
+// before it (prev, nil for none) has been written, and returns a channel
+// closed once it is written: the watcher never blocks on stderr.
+func (h *Handler) say(prev <-chan struct{}, format string, args ...any) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		fmt.Fprintf(h.stderr, format, args...)
+	}()
+	return done
 }
 
 // signalError is the cause of a Handler's cancelled context.

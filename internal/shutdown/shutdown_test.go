@@ -180,3 +180,29 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("positive: %v %v %v", positive(0), positive(-time.Second), positive(time.Second))
 	}
 }
+
+// blockedWriter is a stderr nobody reads: every write blocks until release.
+type blockedWriter struct{ release chan struct{} }
+
+func (b blockedWriter) Write(p []byte) (int, error) {
+	<-b.release
+	return len(p), nil
+}
+
+func TestBlockedStderrDoesNotPreventExit(t *testing.T) {
+	w := blockedWriter{make(chan struct{})}
+	defer close(w.release)
+	exits := make(chan int, 2)
+	h := newHandler(context.Background(), "prog", w, func(code int) { exits <- code })
+	go h.watch(100 * time.Millisecond)
+	h.sigs <- syscall.SIGTERM
+	waitDone(t, h.Context())
+	t0 := time.Now()
+	if code := waitExit(t, exits, 10*time.Second); code != 143 {
+		t.Errorf("exit %d, want 143", code)
+	}
+	if el := time.Since(t0); el > 100*time.Millisecond+maxMessageWait+5*time.Second {
+		t.Errorf("exit took %v with a blocked stderr", el)
+	}
+	h.Stop()
+}
