@@ -64,6 +64,7 @@ PARAMETERS = [
     ("sync.buffer", "messages held per input while waiting for a partner"),
     ("sync.timeout", "seconds an input waits for its partner"),
     ("max_input_age", "seconds; older inputs are rejected (0 = no limit)"),
+    ("shutdown_grace", "seconds, in [0.01, 3600], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once (status 130/143); a second signal exits at once"),
     ("clip.min", "lower action bound: one value or one per action dimension (empty = none)"),
     ("clip.max", "upper action bound: one value or one per action dimension (empty = none)"),
     ("dry_run", "publish chunks flagged dry_run (not for the robot)"),
@@ -93,7 +94,9 @@ def _launch_node(context):
         output='screen',
         emulate_tty=True,
         # On SIGINT the node finishes or abandons the chunk in progress,
-        # closes the backend (withdrawing the HTP performance vote) and exits.
+        # closes the backend (withdrawing the HTP performance vote) and exits;
+        # if that takes longer than shutdown_grace, it exits at once. The
+        # SIGTERM sent after sigterm_timeout counts as a second signal.
         sigterm_timeout='10',
     )]
 

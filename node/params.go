@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fastwam/actionexpert/internal/shutdown"
 )
 
 // Backend names accepted by the backend parameter.
@@ -52,6 +54,11 @@ type Params struct {
 	// and flags a chunk stale_input when its inputs are older than this at
 	// publish time. Zero disables both.
 	MaxInputAge time.Duration
+
+	// ShutdownGrace is how long the orderly shutdown after the first
+	// SIGINT or SIGTERM may take before the process exits at once (a
+	// second signal exits at once too); see internal/shutdown.
+	ShutdownGrace time.Duration
 
 	// ClipMin and ClipMax bound every published action value: empty (no
 	// clipping), one value for every dimension, or one value per action
@@ -144,11 +151,16 @@ func DefaultParams() Params {
 			Context: in,
 			Actions: QoS{Reliability: ReliabilityReliable, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 5},
 		},
-		Sync:        SyncParams{Policy: SyncExact, Buffer: 4, Timeout: time.Second},
-		MaxInputAge: time.Second,
-		SelfTest:    SelfTestParams{MinCosine: 0.9999},
+		Sync:          SyncParams{Policy: SyncExact, Buffer: 4, Timeout: time.Second},
+		MaxInputAge:   time.Second,
+		ShutdownGrace: shutdown.DefaultGrace,
+		SelfTest:      SelfTestParams{MinCosine: 0.9999},
 	}
 }
+
+// minShutdownGrace is the shortest shutdown_grace accepted: less leaves no
+// time for any shutdown at all.
+const minShutdownGrace = 10 * time.Millisecond
 
 // paramKind is the ROS type a parameter is declared with.
 type paramKind int
@@ -306,6 +318,13 @@ func paramDefs() []paramDef {
 		integer("sync.buffer", "messages held per input while waiting for a partner", 1, 64, func(p *Params) *int { return &p.Sync.Buffer }),
 		seconds("sync.timeout", "seconds an input waits for its partner", func(p *Params) *time.Duration { return &p.Sync.Timeout }),
 		seconds("max_input_age", "seconds; older inputs are rejected (0 = no limit)", func(p *Params) *time.Duration { return &p.MaxInputAge }),
+		paramDef{"shutdown_grace", kindDouble, fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once (status 130/143); a second signal exits at once", minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds()), func(p *Params, v value) error {
+			if !(v.f >= minShutdownGrace.Seconds() && v.f <= shutdown.MaxGrace.Seconds()) {
+				return fmt.Errorf("must be a number of seconds in [%g, %g], got %v", minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds(), v.f)
+			}
+			p.ShutdownGrace = time.Duration(v.f * float64(time.Second))
+			return nil
+		}, func(p *Params) any { return p.ShutdownGrace.Seconds() }},
 		paramDef{"clip.min", kindDoubleArray, "lower action bound: one value or one per action dimension (empty = none)", func(p *Params, v value) error {
 			p.ClipMin = append([]float64(nil), v.fs...)
 			return nil

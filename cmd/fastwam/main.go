@@ -24,8 +24,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/fastwam/actionexpert/internal/shutdown"
 )
 
 // command is one subcommand.
@@ -53,11 +53,20 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// main runs a command under a context the first SIGINT or SIGTERM cancels;
+// a second signal, or the -shutdown-grace period (before the command name)
+// passing without the command returning, exits at once (internal/shutdown).
+// An interrupted command exits with 128 + the signal's number.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	args, grace, err := globalFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fastwam: %v\n", err)
+		os.Exit(2)
+	}
+	h := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam", Grace: grace})
+	code := run(h.Context(), args, os.Stdout, os.Stderr)
+	h.Stop()
+	os.Exit(h.ExitCode(code))
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

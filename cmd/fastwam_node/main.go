@@ -20,12 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/internal/shutdown"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/backends"
 	"github.com/fastwam/actionexpert/node/rosnode"
@@ -59,12 +59,14 @@ func run(args []string) int {
 		}
 	}
 
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-	go func() {
-		<-ctx.Done()
-		stopSignals() // a second signal kills the process
-	}()
+	// The first SIGINT/SIGTERM cancels ctx and the node stops in order
+	// (exit status 0, as for any ROS node); a second signal, or the
+	// shutdown_grace parameter's time passing first, exits at once with
+	// 128 + the signal's number. Until the parameters are read the grace
+	// period is the default.
+	sig := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam_node", Grace: node.DefaultParams().ShutdownGrace})
+	defer sig.Stop()
+	ctx := sig.Context()
 
 	if err := rclgo.Init(rclArgs); err != nil {
 		fmt.Fprintf(os.Stderr, "fastwam_node: rclgo init: %s\n", rclMessage(err))
@@ -82,7 +84,7 @@ func run(args []string) int {
 	}
 	defer rn.Close()
 	log := rosnode.Logger{L: rn.Logger()}
-	if err := serve(ctx, args, rn, log); err != nil {
+	if err := serve(ctx, args, rn, log, sig.SetGrace); err != nil {
 		log.Errorf("%v", err)
 		return 1
 	}
@@ -92,12 +94,14 @@ func run(args []string) int {
 // serve configures the node, opens the backend, spins until ctx is done and
 // shuts down in order: the worker stops using the backend, spinning stops,
 // the backend is closed (the HTP backend down-votes), and the caller then
-// closes the ROS node and the context.
-func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger) (err error) {
+// closes the ROS node and the context. setGrace receives the shutdown_grace
+// parameter.
+func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) (err error) {
 	p, err := node.LoadParams(args, rn.FullyQualifiedName())
 	if err != nil {
 		return err
 	}
+	setGrace(p.ShutdownGrace)
 	log.Infof("%s: opening the %s backend", rn.FullyQualifiedName(), p.Backend)
 	b, err := backends.Open(ctx, p, log.Warnf)
 	if err != nil {

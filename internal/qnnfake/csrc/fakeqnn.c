@@ -31,6 +31,7 @@
  * (and serialises everything, which a test double may).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -41,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FQ_EXPORT __attribute__((visibility("default")))
@@ -2474,6 +2476,17 @@ static Qnn_ErrorHandle_t fq_graphExecute(Qnn_GraphHandle_t graphHandle, const Qn
                                          Qnn_Tensor_t *outputs, uint32_t numOutputs, Qnn_ProfileHandle_t profileHandle,
                                          Qnn_SignalHandle_t signalHandle) {
     const fq_fn fn = FN_graphExecute;
+    /* FAKEQNN_EXECUTE_SLEEP_MS=n: block n ms first, as a device call that
+     * ignores its caller's cancellation does (a signal does not cut the
+     * sleep short); outside the lock, so other calls proceed. */
+    const char *sleepMS = getenv("FAKEQNN_EXECUTE_SLEEP_MS");
+    if (sleepMS != NULL) {
+        long ms = strtol(sleepMS, NULL, 10);
+        struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+        while (ms > 0 && nanosleep(&req, &rem) != 0 && errno == EINTR) {
+            req = rem;
+        }
+    }
     FQ_ENTRY(fn);
     fq_obj *g = fq_get(K_GRAPH, graphHandle);
     if (g == NULL || !S.objs[g->graph.context].live) {
