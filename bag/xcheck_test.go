@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/internal/testenv"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -162,10 +163,10 @@ func TestIndependentReaderReadsOurBags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed; the independent bag reader needs node 20+")
+		testenv.Missing(t, "node is not installed; the independent bag reader needs node 20+")
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "@mcap", "core")); err != nil {
-		t.Skipf("cross-check packages not installed; run `npm ci` in %s", filepath.Dir(script))
+		testenv.Missing(t, "cross-check packages not installed; run `npm ci` in %s", filepath.Dir(script))
 	}
 	dir := filepath.Join(t.TempDir(), "xcheck")
 	// Small chunks so that several chunks, and messages written out of

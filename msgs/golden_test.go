@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fastwam/actionexpert/internal/testenv"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -214,10 +215,10 @@ func xcheckDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not installed; the independent cross-check needs node 20+")
+		testenv.Missing(t, "node is not installed; the independent cross-check needs node 20+")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@foxglove", "rosmsg2-serialization")); err != nil {
-		t.Skipf("cross-check packages not installed; run `npm ci` in %s", dir)
+		testenv.Missing(t, "cross-check packages not installed; run `npm ci` in %s", dir)
 	}
 	return dir
 }

@@ -77,7 +77,7 @@ func TestEndToEndCPUBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := flatten(m)
-			if cos := expert.Cosine(got, want.Actions); cos < 1-1e-6 || expert.MaxAbsDiff(got, want.Actions) > 1e-5 {
+			if cos := expert.Cosine(got, want.Actions); !(cos >= 1-1e-6) || !(expert.MaxAbsDiff(got, want.Actions) <= 1e-5) {
 				t.Errorf("published actions against the loop: cosine %v, max |diff| %v", cos, expert.MaxAbsDiff(got, want.Actions))
 			}
 			if m.NoiseSeed != 7+5 || m.Steps != 10 || m.KVSeq != 5 || m.DenoiseMs <= 0 {

@@ -154,7 +154,7 @@ func compareChunks(t *testing.T, i int, got, want []byte, regen string) {
 		t.Fatal(err)
 	}
 	ga, wa := flat(g), flat(w)
-	if len(ga) != len(wa) || expert.MaxAbsDiff(ga, wa) > 1e-4 || expert.Cosine(ga, wa) < 1-1e-9 {
+	if len(ga) != len(wa) || !(expert.MaxAbsDiff(ga, wa) <= 1e-4) || !(expert.Cosine(ga, wa) >= 1-1e-9) {
 		t.Errorf("chunk %d: actions differ from the committed ones (max |diff| %v); %s", i, expert.MaxAbsDiff(ga, wa), regen)
 	}
 	g.Actions, w.Actions = nil, nil

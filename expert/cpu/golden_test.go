@@ -2,7 +2,10 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/fastwam/actionexpert/expert"
@@ -62,10 +65,66 @@ func compare(t *testing.T, what string, got, want []float32) {
 	t.Helper()
 	cos, maxErr := expert.Cosine(got, want), expert.MaxAbsDiff(got, want)
 	t.Logf("%-28s cos %.12f (1-cos %.1e)  max|err| %.3g", what, cos, 1-cos, maxErr)
-	if cos < cosGate {
-		t.Errorf("%s: cosine %.9f below the %.4f gate", what, cos, cosGate)
-	} else if cos < cosTight {
-		t.Errorf("%s: cosine %.12f passes the gate but is below %.7f: something is structurally off", what, cos, cosTight)
+	if err := agrees(got, want); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// maxErrTight bounds max |error| against the reference: the fp32 backend
+// stays within about 2e-6 of it on the tiny model, so 2e-5 leaves a decade
+// for other BLAS kernels while a scaled or shifted prediction (whose cosine
+// may still be 1) lands orders of magnitude above.
+const maxErrTight = 2e-5
+
+// agrees reports how got fails to match the reference want: a cosine below
+// the gate or below the fp32 agreement, a max |error| above maxErrTight, or
+// a NaN in either measure (which no comparison with < would catch).
+func agrees(got, want []float32) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d values, the reference has %d", len(got), len(want))
+	}
+	cos, maxErr := expert.Cosine(got, want), expert.MaxAbsDiff(got, want)
+	switch {
+	case !(cos >= cosGate):
+		return fmt.Errorf("cosine %.9f below the %.4f gate", cos, cosGate)
+	case !(cos >= cosTight):
+		return fmt.Errorf("cosine %.12f passes the gate but is below %.7f: something is structurally off", cos, cosTight)
+	case !(maxErr <= maxErrTight):
+		return fmt.Errorf("max |error| %.3g above %.0e (cosine %.12f)", maxErr, maxErrTight, cos)
+	}
+	return nil
+}
+
+// TestAgreesRejects checks the comparison itself: a prediction scaled by 2
+// (cosine 1), a NaN, an offset and a truncated prediction must all fail it,
+// and the reference itself must pass.
+func TestAgreesRejects(t *testing.T) {
+	c, err := golden.LoadTiny(golden.TinyCases()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c.Pred
+	edit := func(f func(v []float32) []float32) []float32 { return f(slices.Clone(want)) }
+	if err := agrees(slices.Clone(want), want); err != nil {
+		t.Fatalf("the reference against itself: %v", err)
+	}
+	for name, got := range map[string][]float32{
+		"scaled x2": edit(func(v []float32) []float32 {
+			for i := range v {
+				v[i] *= 2
+			}
+			return v
+		}),
+		"one NaN":         edit(func(v []float32) []float32 { v[3] = float32(math.NaN()); return v }),
+		"offset 1e-3":     edit(func(v []float32) []float32 { v[0] += 1e-3; return v }),
+		"all NaN":         edit(func(v []float32) []float32 { return slices.Repeat([]float32{float32(math.NaN())}, len(v)) }),
+		"one value short": want[:len(want)-1],
+	} {
+		if err := agrees(got, want); err == nil {
+			t.Errorf("%s: passed the golden comparison", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
 	}
 }
 
@@ -208,7 +267,7 @@ func TestContextMaskMatters(t *testing.T) {
 	}
 	cos := expert.Cosine(pred, c.Pred)
 	t.Logf("ignoring the mask: cosine to the golden %.4f", cos)
-	if cos >= cosGate {
+	if !(cos < cosGate) { // a NaN must fail too
 		t.Errorf("attending the masked token left the prediction at cosine %.6f to the masked golden", cos)
 	}
 	if un, ok := c.Extra["pred_noise_unmasked"]; ok {

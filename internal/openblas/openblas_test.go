@@ -6,6 +6,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
 // TestSgemmMatchesGonum checks every transpose combination, strided leading
@@ -13,7 +15,7 @@ import (
 func TestSgemmMatchesGonum(t *testing.T) {
 	l, err := Load("")
 	if err != nil {
-		t.Skipf("OpenBLAS not installed here (%v); the CPU backend falls back to gonum", err)
+		testenv.Missing(t, "OpenBLAS not installed here (%v); the CPU backend falls back to gonum", err)
 	}
 	t.Log(l)
 	r := rand.New(rand.NewPCG(1, 2))
