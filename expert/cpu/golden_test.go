@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
 // The gate of the device bundle, and the agreement an fp32 implementation
@@ -39,6 +40,8 @@ func blasChoices(t *testing.T) []string {
 	choices := []string{"gonum"}
 	if _, _, err := pickBLAS(Options{BLAS: "openblas"}); err == nil {
 		choices = append(choices, "openblas")
+	} else if testenv.InCI() {
+		t.Fatalf("OpenBLAS not installed (%v): CI=true must test it; .ci/run installs libopenblas0-pthread", err)
 	} else {
 		t.Logf("OpenBLAS not installed, testing gonum only: %v", err)
 	}
