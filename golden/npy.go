@@ -180,7 +180,7 @@ func (h *npyHeader) parseDict(text []rune) error {
 	h.shape = make([]int, len(s.elems))
 	h.count = 1
 	for i, e := range s.elems {
-		if e.kind != pyInt && e.kind != pyBool { // a Python bool is an int
+		if e.kind != pyInt { // numpy.load fails on a bool dimension too
 			return fmt.Errorf("shape dimension %d is a Python %s, want an int", i, e.kind)
 		}
 		if e.tooBig || e.int < 0 {
@@ -378,12 +378,14 @@ func (p *pyParser) parse() (pyValue, error) {
 		return v, p.errorf("unexpected %q after the literal", p.src[p.pos])
 	}
 	// Python's tokenizer refuses an indented last line without a newline
-	// after the expression's line ("unexpected indent").
+	// after the expression's line ("unexpected indent"); numpy passes
+	// version 1 and 2 headers through tokenize.untokenize first, which
+	// drops such a line.
 	last := len(p.src)
 	for last > end && p.src[last-1] != '\n' && p.src[last-1] != '\r' {
 		last--
 	}
-	if last > end && !slices.Contains(p.src[last:], '#') {
+	if !p.longSuffix && last > end && !slices.Contains(p.src[last:], '#') {
 		if err := p.indented(last, len(p.src)); err != nil {
 			return v, err
 		}
@@ -559,9 +561,14 @@ func (p *pyParser) container(open rune) (pyValue, error) {
 	return v, nil
 }
 
+const (
+	digits   = `(?:[0-9](?:_?[0-9])*)`
+	exponent = `(?:[eE][+-]?` + digits + `)`
+)
+
 var (
 	intLiteral   = regexp.MustCompile(`^(?:0(?:_?0)*|[1-9](?:_?[0-9])*|0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+)$`)
-	floatLiteral = regexp.MustCompile(`^(?:(?:[0-9](?:_?[0-9])*)?\.[0-9](?:_?[0-9])*|[0-9](?:_?[0-9])*\.?)(?:[eE][+-]?[0-9](?:_?[0-9])*)?$`)
+	floatLiteral = regexp.MustCompile(`^(?:` + digits + `?\.` + digits + exponent + `?|` + digits + `\.` + exponent + `?|` + digits + exponent + `)$`)
 )
 
 // number reads an int or float literal (a complex one is refused).

@@ -145,8 +145,8 @@ func (x *array) read(ctx context.Context) ([]float32, error) {
 	}
 	var one [1]byte
 	switch n, err := io.ReadFull(r, one[:]); {
-	case n > 0:
-		return nil, fmt.Errorf("the member inflates to more than the %d bytes its zip entry and header declare", want)
+	case n > 0 || errors.Is(err, zip.ErrFormat): // archive/zip's report of more bytes than the entry's size
+		return nil, fmt.Errorf("the member inflates to more than the %d bytes its zip entry declares", want)
 	case err != io.EOF:
 		return nil, fmt.Errorf("damaged: %w", err)
 	case sum.Sum32() != x.f.CRC32:
