@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"slices"
@@ -147,4 +148,42 @@ func TestGoldenAgreesWithNumpy(t *testing.T) {
 		d.ActionTokens != 2 || d.ActionDim != 3 || len(c.LoopPred) != 2 || len(c.Skipped) != 0 {
 		t.Errorf("dims %s, %d loop steps, skipped %v", d, len(c.LoopPred), c.Skipped)
 	}
+}
+
+// FuzzHeader feeds arbitrary header texts to the .npy header parser: no
+// panic, and an accepted header's element count is its shape's product.
+func FuzzHeader(f *testing.F) {
+	for _, s := range []string{
+		"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }          \n",
+		"{'shape': (0x2, 0o3, 0b1_1), \"fortran_order\": True, u'descr': '>' 'i8'}",
+		"\n# c\n{'descr': '\\x3cf2', 'fortran_order': False, 'shape': ((2), 3L,),}\n",
+		"({'descr': r'|b1', 'fortran_order': False, 'shape': (), 'descr': '<f8'})",
+	} {
+		f.Add(byte(1), s)
+		f.Add(byte(3), s)
+	}
+	f.Fuzz(func(t *testing.T, version byte, text string) {
+		img := []byte("\x93NUMPY")
+		img = append(img, version, 0)
+		if version == 1 {
+			img = append(img, byte(len(text)), byte(len(text)>>8))
+		} else {
+			img = append(img, byte(len(text)), byte(len(text)>>8), byte(len(text)>>16), byte(len(text)>>24))
+		}
+		img = append(img, text...)
+		h, err := readNPYHeader(bytes.NewReader(img))
+		if err != nil {
+			return
+		}
+		n := int64(1)
+		for _, d := range h.shape {
+			if d < 0 {
+				t.Fatalf("negative dimension in %v", h.shape)
+			}
+			n *= int64(d)
+		}
+		if n != h.count || h.dataOff != int64(len(img)) || h.dtype.size < 1 || h.dtype.size > 8 {
+			t.Fatalf("shape %v, count %d, data at %d of %d, dtype %+v", h.shape, h.count, h.dataOff, len(img), h.dtype)
+		}
+	})
 }
