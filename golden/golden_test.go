@@ -1,6 +1,7 @@
 package golden_test
 
 import (
+	"io/fs"
 	"math"
 	"strings"
 	"testing"
@@ -100,5 +101,20 @@ func TestParseErrors(t *testing.T) {
 	}
 	if got.Chunk.ContextMask[4] || !got.Chunk.ContextMask[0] || got.LoopInit != nil {
 		t.Errorf("bool mask read as %v; loop %v", got.Chunk.ContextMask, got.LoopInit != nil)
+	}
+}
+
+// BenchmarkParseTiny parses the embedded 43 KB tiny golden.
+func BenchmarkParseTiny(b *testing.B) {
+	img, err := fs.ReadFile(golden.Tiny(), "tiny/case_all.npz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(img)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := golden.Parse(b.Context(), "tiny", img); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
