@@ -9,19 +9,17 @@
 package golden
 
 import (
-	"archive/zip"
 	"bytes"
+	"context"
 	"embed"
 	"fmt"
 	"io"
-
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"codeberg.org/sbinet/npyio/npz"
 
 	"github.com/fastwam/actionexpert/expert"
 )
@@ -89,143 +87,207 @@ type Case struct {
 	LoopLatents   [][]float32 // latents after each update
 	LoopActions   []float32   // final actions
 
-	// Other float arrays of the file by key (for example pred_noise_bf16).
+	// Other numeric arrays of the file by key (for example
+	// pred_noise_bf16), read as float32 while they hold no more elements
+	// in all than the arrays above.
 	Extra map[string][]float32
+	// Skipped lists the other members not in Extra, each as
+	// "name: reason" (too large for the extras' bound, not an .npy array,
+	// an unsupported dtype, unreadable).
+	Skipped []string
 }
 
-// Load reads a golden .npz file from disk.
-func Load(path string) (*Case, error) {
-	b, err := os.ReadFile(path)
+// Load reads a golden .npz file from disk. The file is read in place: only
+// the members the case needs are inflated, each bounded by the size its
+// header declares (see Parse).
+func Load(ctx context.Context, path string) (*Case, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}
-	return Parse(path, b)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("golden: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("golden: %s is not a regular file (mode %v), want an .npz file", path, st.Mode())
+	}
+	return read(ctx, path, f, st.Size())
 }
 
 // LoadTiny reads one of the embedded tiny cases (see TinyCases).
-func LoadTiny(name string) (*Case, error) {
+func LoadTiny(ctx context.Context, name string) (*Case, error) {
 	b, err := fs.ReadFile(tiny, name)
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}
-	return Parse(name, b)
+	return Parse(ctx, name, b)
 }
 
 // Parse reads a golden .npz image; name is used in messages.
-func Parse(name string, b []byte) (*Case, error) {
-	z, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+//
+// Every image is treated as hostile. Each .npy header is parsed as numpy
+// reads it (a Python dict literal with the keys descr, fortran_order and
+// shape in any order; format versions 1.0, 2.0 and 3.0), and the data it
+// declares is checked against the zip entry's size, and the entry's size
+// against the compressed bytes, before anything is allocated; a member is
+// then inflated no further than that size, and refused if it holds more or
+// fewer bytes or fails its CRC. An archive with two members for one array is
+// refused. Only the arrays the case needs are read, after all their shapes
+// have been checked; other float arrays go to Case.Extra while they hold no
+// more elements in all than the needed arrays, and are listed in
+// Case.Skipped otherwise or when they cannot be read. Errors name the file,
+// the array and the reason; a missing array and a present but unreadable
+// one are different errors. Loading stops when ctx is cancelled.
+func Parse(ctx context.Context, name string, b []byte) (*Case, error) {
+	return read(ctx, name, bytes.NewReader(b), int64(len(b)))
+}
+
+// knownKeys are the arrays the case reads by name; they are never extras.
+func knownKeys() []string {
+	return []string{"latents_action", "timestep", "video_keys", "video_values", "context", "context_mask",
+		"visible_video", "step_timesteps", "step_latents", "step_pred", "loop_init_noise", "loop_sigmas", "loop_pred",
+		"loop_latents", "loop_actions"}
+}
+
+func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, error) {
+	a, err := openArchive(name, r, size)
 	if err != nil {
-		return nil, fmt.Errorf("golden: %s is not a readable .npz archive: %w", name, err)
+		return nil, err
 	}
-	if err := verifyZip(z); err != nil {
-		return nil, fmt.Errorf("golden: %s is damaged: %w", name, err)
-	}
-	r, err := npz.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		return nil, fmt.Errorf("golden: %s is not a readable .npz archive: %w", name, err)
-	}
-	defer r.Close()
-	f := &file{r: r, name: name}
+	l := &loader{ctx: ctx, a: a}
 	c := &Case{Name: name, Extra: map[string][]float32{}}
 
-	var shape []int
-	c.Latents, shape = f.floats("latents_action")
-	if f.err == nil && (len(shape) < 2 || len(shape) > 3 || (len(shape) == 3 && shape[0] != 1)) {
-		f.fail("latents_action has shape %v, want [1,S,a]", shape)
-	}
-	if f.err == nil {
-		c.ActionTokens, c.ActionDim = shape[len(shape)-2], shape[len(shape)-1]
-	}
-	ts, _ := f.floats("timestep")
-	if f.err == nil && len(ts) != 1 {
-		f.fail("timestep has %d elements, want 1", len(ts))
-	}
-	if f.err == nil {
-		c.Timestep = ts[0]
-	}
-	c.Chunk.VideoKeys, shape = f.floats("video_keys")
-	if f.err == nil && (len(shape) != 4 || shape[1] != 1) {
-		f.fail("video_keys has shape %v, want [layers,1,Sv,A]", shape)
-	}
-	if f.err == nil {
-		c.Layers, c.VideoTokens, c.AttnWidth = shape[0], shape[2], shape[3]
-	}
-	var vshape []int
-	c.Chunk.VideoValues, vshape = f.floats("video_values")
-	if f.err == nil && !slices.Equal(shape, vshape) {
-		f.fail("video_values has shape %v, video_keys %v: they must match", vshape, shape)
-	}
-	c.Chunk.Context, shape = f.floats("context")
-	if f.err == nil && (len(shape) != 3 || shape[0] != 1) {
-		f.fail("context has shape %v, want [1,L,T]", shape)
-	}
-	if f.err == nil {
-		c.ContextTokens, c.TextDim = shape[1], shape[2]
-	}
-	mask, shape := f.floats("context_mask")
-	if f.err == nil && len(mask) != c.ContextTokens {
-		f.fail("context_mask has shape %v, want [1,%d]", shape, c.ContextTokens)
-	}
-	c.Chunk.ContextMask = make([]bool, len(mask))
-	for i, m := range mask {
-		c.Chunk.ContextMask[i] = m != 0
-	}
-	if f.has("visible_video") {
-		v, _ := f.floats("visible_video")
-		if f.err == nil && len(v) != 1 {
-			f.fail("visible_video has %d elements, want 1", len(v))
-		}
-		if f.err == nil {
-			c.Chunk.VisibleVideo = int(v[0])
-		}
-	}
+	// The headers of every array the case needs, and their shapes, are
+	// checked before any data is read.
+	lat := l.need("latents_action")
+	ts := l.need("timestep")
+	vk := l.need("video_keys")
+	vv := l.need("video_values")
+	cx := l.need("context")
+	mk := l.need("context_mask")
+	vis := l.optional("visible_video")
+	var pred *array
 	for _, k := range predKeys() {
-		if f.has(k) {
-			c.Pred, _ = f.floats(k)
+		if a.member(k) != nil {
+			pred = l.need(k)
 			break
 		}
 	}
-	if f.err == nil && c.Pred == nil {
-		f.fail("no reference prediction (one of %s)", strings.Join(predKeys(), ", "))
+	if l.err == nil && pred == nil {
+		l.fail("no reference prediction (one of %s)", strings.Join(predKeys(), ", "))
 	}
-	if f.err == nil && len(c.Pred) != len(c.Latents) {
-		f.fail("reference prediction has %d elements, latents %d", len(c.Pred), len(c.Latents))
+	var stepTs, stepLat, stepPred, loopInit, loopSig, loopPred, loopLat, loopAct *array
+	if a.member("step_timesteps") != nil {
+		stepTs, stepLat, stepPred = l.need("step_timesteps"), l.need("step_latents"), l.need("step_pred")
+	}
+	if a.member("loop_init_noise") != nil {
+		loopInit, loopSig = l.need("loop_init_noise"), l.need("loop_sigmas")
+		loopPred, loopLat, loopAct = l.need("loop_pred"), l.need("loop_latents"), l.need("loop_actions")
+	}
+	if l.err != nil {
+		return nil, l.err
 	}
 
-	n := len(c.Latents)
-	if f.has("step_timesteps") {
-		c.StepTimesteps, _ = f.floats("step_timesteps")
-		c.StepLatents = f.rows("step_latents", n, len(c.StepTimesteps))
-		c.StepPred = f.rows("step_pred", n, len(c.StepTimesteps))
+	shape := lat.header.shape
+	if len(shape) < 2 || len(shape) > 3 || (len(shape) == 3 && shape[0] != 1) || slices.Contains(shape, 0) {
+		return nil, l.errorf("latents_action has shape %v, want [1,S,a] or [S,a] with S, a > 0", shape)
 	}
-	if f.has("loop_init_noise") {
-		c.LoopInit = f.vector("loop_init_noise", n)
-		c.LoopSigmas, _ = f.floats("loop_sigmas")
-		steps := len(c.LoopSigmas) - 1
-		if f.err == nil && steps < 1 {
-			f.fail("loop_sigmas has %d values, want at least 2", len(c.LoopSigmas))
+	c.ActionTokens, c.ActionDim = shape[len(shape)-2], shape[len(shape)-1]
+	n := lat.header.count
+	if ts.header.count != 1 {
+		return nil, l.errorf("timestep has %d elements, want 1", ts.header.count)
+	}
+	shape = vk.header.shape
+	if len(shape) != 4 || shape[1] != 1 || slices.Contains(shape, 0) {
+		return nil, l.errorf("video_keys has shape %v, want [layers,1,Sv,A] with every size > 0", shape)
+	}
+	c.Layers, c.VideoTokens, c.AttnWidth = shape[0], shape[2], shape[3]
+	if !slices.Equal(shape, vv.header.shape) {
+		return nil, l.errorf("video_values has shape %v, video_keys %v: they must match", vv.header.shape, shape)
+	}
+	shape = cx.header.shape
+	if len(shape) != 3 || shape[0] != 1 || slices.Contains(shape, 0) {
+		return nil, l.errorf("context has shape %v, want [1,L,T] with L, T > 0", shape)
+	}
+	c.ContextTokens, c.TextDim = shape[1], shape[2]
+	if mk.header.count != int64(c.ContextTokens) {
+		return nil, l.errorf("context_mask has shape %v, want [1,%d]", mk.header.shape, c.ContextTokens)
+	}
+	if vis != nil && vis.header.count != 1 {
+		return nil, l.errorf("visible_video has %d elements, want 1", vis.header.count)
+	}
+	if pred.header.count != n {
+		return nil, l.errorf("reference prediction %q has %d elements, latents %d", pred.key, pred.header.count, n)
+	}
+	if stepTs != nil {
+		steps := stepTs.header.count
+		if err := l.rows(stepLat, n, steps); err != nil {
+			return nil, err
 		}
-		c.LoopPred = f.rows("loop_pred", n, steps)
-		c.LoopLatents = f.rows("loop_latents", n, steps)
-		c.LoopActions = f.vector("loop_actions", n)
+		if err := l.rows(stepPred, n, steps); err != nil {
+			return nil, err
+		}
 	}
-	known := map[string]bool{"latents_action": true, "timestep": true, "video_keys": true, "video_values": true,
-		"context": true, "context_mask": true, "visible_video": true, "step_timesteps": true, "step_latents": true,
-		"step_pred": true, "loop_init_noise": true, "loop_sigmas": true, "loop_pred": true, "loop_latents": true,
-		"loop_actions": true}
-	for _, k := range predKeys() {
-		known[k] = true
-	}
-	for _, k := range r.Keys() {
-		k = strings.TrimSuffix(k, ".npy")
-		if !known[k] && f.err == nil {
-			if v, _ := f.floats(k); v != nil {
-				c.Extra[k] = v
+	if loopInit != nil {
+		steps := loopSig.header.count - 1
+		if steps < 1 {
+			return nil, l.errorf("loop_sigmas has %d values, want at least 2", loopSig.header.count)
+		}
+		for _, x := range []*array{loopInit, loopAct} {
+			if err := l.rows(x, n, 1); err != nil {
+				return nil, err
+			}
+		}
+		for _, x := range []*array{loopPred, loopLat} {
+			if err := l.rows(x, n, steps); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if f.err != nil {
-		return nil, f.err
+
+	// The data, in the order of the checks above.
+	c.Latents = l.floats(lat)
+	if v := l.floats(ts); v != nil {
+		c.Timestep = v[0]
+	}
+	c.Chunk.VideoKeys = l.floats(vk)
+	c.Chunk.VideoValues = l.floats(vv)
+	c.Chunk.Context = l.floats(cx)
+	if mask := l.floats(mk); mask != nil {
+		c.Chunk.ContextMask = make([]bool, len(mask))
+		for i, m := range mask {
+			c.Chunk.ContextMask[i] = m != 0
+		}
+	}
+	if vis != nil {
+		if v := l.floats(vis); v != nil {
+			if v[0] != float32(math.Trunc(float64(v[0]))) || v[0] < 0 || v[0] > float32(c.VideoTokens) {
+				l.fail("visible_video is %v, want a whole number of tokens in [0,%d]", v[0], c.VideoTokens)
+			}
+			c.Chunk.VisibleVideo = int(v[0])
+		}
+	}
+	c.Pred = l.floats(pred)
+	if stepTs != nil {
+		c.StepTimesteps = l.floats(stepTs)
+		c.StepLatents = split(l.floats(stepLat), int(n))
+		c.StepPred = split(l.floats(stepPred), int(n))
+	}
+	if loopInit != nil {
+		c.LoopInit = l.floats(loopInit)
+		c.LoopSigmas = l.floats(loopSig)
+		c.LoopPred = split(l.floats(loopPred), int(n))
+		c.LoopLatents = split(l.floats(loopLat), int(n))
+		c.LoopActions = l.floats(loopAct)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	l.extras(c)
+	if l.err != nil {
+		return nil, l.err
 	}
 	return c, nil
 }
@@ -249,147 +311,174 @@ func (c *Case) Fits(d expert.Dims) error {
 	return nil
 }
 
-// verifyZip reads every member of the archive to its end, which is where
-// archive/zip checks the CRC: the npy reader stops after the last element
-// and would not notice a damaged byte.
-func verifyZip(z *zip.Reader) error {
-	for _, f := range z.File {
-		rc, err := f.Open()
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
+// loader reads the arrays of an archive for one case and keeps the first
+// error.
+type loader struct {
+	ctx  context.Context
+	a    *archive
+	err  error
+	used int64 // elements of the needed arrays
+}
+
+func (l *loader) errorf(format string, args ...any) error {
+	return fmt.Errorf("golden: %s: "+format, append([]any{l.a.name}, args...)...)
+}
+
+func (l *loader) fail(format string, args ...any) {
+	if l.err == nil {
+		l.err = l.errorf(format, args...)
+	}
+}
+
+// stopped records the cancellation of ctx, if it happened, before array
+// key, and reports whether it did.
+func (l *loader) stopped(key string) bool {
+	if err := l.ctx.Err(); err != nil {
+		if l.err == nil {
+			l.err = fmt.Errorf("golden: %s: loading stopped before array %q: %w", l.a.name, key, err)
 		}
-		_, err = io.Copy(io.Discard, rc)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.Name, err)
+		return true
+	}
+	return false
+}
+
+// need opens the header of array key, which must be present.
+func (l *loader) need(key string) *array {
+	if l.err != nil {
+		return nil
+	}
+	f := l.a.member(key)
+	if f == nil {
+		l.fail("array %q is missing", key)
+		return nil
+	}
+	x, err := l.a.open(l.ctx, key)
+	if l.stopped(key) {
+		return nil
+	}
+	if err != nil {
+		l.fail("array %q (member %q) is present but unreadable: %v", key, f.Name, err)
+		return nil
+	}
+	if err := fortran(x.header); err != nil {
+		l.fail("array %q (member %q) %v", key, f.Name, err)
+		return nil
+	}
+	l.used += x.header.count
+	return x
+}
+
+// optional is need for an array that may be absent.
+func (l *loader) optional(key string) *array {
+	if l.a.member(key) == nil {
+		return nil
+	}
+	return l.need(key)
+}
+
+// fortran refuses a Fortran-ordered array unless its layout is C order's
+// (at most one dimension longer than 1).
+func fortran(h *npyHeader) error {
+	long := 0
+	for _, d := range h.shape {
+		if d > 1 {
+			long++
 		}
+	}
+	if h.fortran && long > 1 {
+		return fmt.Errorf("is Fortran-ordered with shape %v; write it C-ordered", h.shape)
 	}
 	return nil
 }
 
-// file reads arrays from an npz archive and keeps the first error.
-type file struct {
-	r    *npz.Reader
-	name string
-	err  error
+// rows checks that x holds count rows of n elements.
+func (l *loader) rows(x *array, n, count int64) error {
+	got := x.header.count
+	if (count == 0 && got == 0) || (count > 0 && got%count == 0 && got/count == n) {
+		return nil
+	}
+	if count == 1 {
+		return l.errorf("array %q has shape %v, want %d elements", x.key, x.header.shape, n)
+	}
+	return l.errorf("array %q has shape %v, want %d rows of %d", x.key, x.header.shape, count, n)
 }
 
-func (f *file) fail(format string, args ...any) {
-	if f.err == nil {
-		f.err = fmt.Errorf("golden: %s: "+format, append([]any{f.name}, args...)...)
+// floats reads the data of x and checks that it is finite.
+func (l *loader) floats(x *array) []float32 {
+	if l.err != nil || l.stopped(x.key) {
+		return nil
 	}
-}
-
-func (f *file) has(key string) bool { return f.r.Header(f.member(key)) != nil }
-
-// member is the archive member of array key: numpy.savez names it key.npy,
-// other writers may store the bare key.
-func (f *file) member(key string) string {
-	for _, k := range f.r.Keys() {
-		if k == key {
-			return key
-		}
-	}
-	return key + ".npy"
-}
-
-// floats reads the array key as float32, converting f8, bool and integer
-// storage, and returns it with its shape.
-func (f *file) floats(key string) ([]float32, []int) {
-	if f.err != nil {
-		return nil, nil
-	}
-	h := f.r.Header(f.member(key))
-	if h == nil {
-		f.fail("array %q is missing", key)
-		return nil, nil
-	}
-	if h.Descr.Fortran {
-		f.fail("array %q is Fortran-ordered; write it C-ordered", key)
-		return nil, nil
-	}
-	shape := h.Descr.Shape
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	var out []float32
-	var err error
-	switch strings.Trim(h.Descr.Type, "'\"") {
-	case "<f4":
-		v := make([]float32, n)
-		err = f.r.Read(f.member(key), &v)
-		out = v
-	case "<f8":
-		v := make([]float64, n)
-		if err = f.r.Read(f.member(key), &v); err == nil {
-			out = make([]float32, n)
-			for i, x := range v {
-				out[i] = float32(x)
-			}
-		}
-	case "|b1":
-		v := make([]bool, n)
-		if err = f.r.Read(f.member(key), &v); err == nil {
-			out = make([]float32, n)
-			for i, x := range v {
-				if x {
-					out[i] = 1
-				}
-			}
-		}
-	case "<i8":
-		v := make([]int64, n)
-		if err = f.r.Read(f.member(key), &v); err == nil {
-			out = make([]float32, n)
-			for i, x := range v {
-				out[i] = float32(x)
-			}
-		}
-	case "<i4":
-		v := make([]int32, n)
-		if err = f.r.Read(f.member(key), &v); err == nil {
-			out = make([]float32, n)
-			for i, x := range v {
-				out[i] = float32(x)
-			}
-		}
-	default:
-		f.fail("array %q has dtype %s, want float32, float64, bool or int", key, h.Descr.Type)
-		return nil, nil
+	v, err := x.read(l.ctx)
+	if l.stopped(x.key) {
+		return nil
 	}
 	if err != nil {
-		f.fail("array %q: %v", key, err)
-		return nil, nil
+		l.fail("array %q (member %q) is present but unreadable: %v", x.key, x.f.Name, err)
+		return nil
 	}
-	if i := expert.FirstNonFinite(out); i >= 0 {
-		f.fail("array %q element %d is %v", key, i, out[i])
-		return nil, nil
-	}
-	return out, shape
-}
-
-// vector reads key and checks it has n elements.
-func (f *file) vector(key string, n int) []float32 {
-	v, shape := f.floats(key)
-	if f.err == nil && len(v) != n {
-		f.fail("array %q has shape %v, want %d elements", key, shape, n)
+	if i := expert.FirstNonFinite(v); i >= 0 {
+		l.fail("array %q element %d is %v", x.key, i, v[i])
+		return nil
 	}
 	return v
 }
 
-// rows reads key as count rows of n elements.
-func (f *file) rows(key string, n, count int) [][]float32 {
-	v, shape := f.floats(key)
-	if f.err == nil && len(v) != n*count {
-		f.fail("array %q has shape %v, want %d rows of %d", key, shape, count, n)
+// extras reads the arrays of the archive the case does not need into
+// c.Extra, in archive order, while they hold no more elements in all than
+// the needed arrays; the others are listed in c.Skipped with the reason.
+func (l *loader) extras(c *Case) {
+	skip := map[string]bool{}
+	for _, k := range append(knownKeys(), predKeys()...) {
+		skip[k] = true
 	}
-	if f.err != nil {
+	budget := l.used
+	for _, key := range l.a.order {
+		if skip[key] {
+			continue
+		}
+		if l.stopped(key) {
+			return
+		}
+		x, err := l.a.open(l.ctx, key)
+		if err == nil {
+			err = fortran(x.header)
+		}
+		if err == nil && x.header.count > budget {
+			err = fmt.Errorf("holds %d elements, more than the %d left for extras (at most as many as the arrays the case needs)",
+				x.header.count, budget)
+		}
+		var v []float32
+		if err == nil {
+			v, err = x.read(l.ctx)
+		}
+		if l.stopped(key) {
+			return
+		}
+		if err == nil {
+			if i := expert.FirstNonFinite(v); i >= 0 {
+				err = fmt.Errorf("element %d is %v", i, v[i])
+			}
+		}
+		if err != nil {
+			c.Skipped = append(c.Skipped, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		budget -= x.header.count
+		c.Extra[key] = v
+	}
+}
+
+// split cuts v into rows of n elements (rows shares v).
+func split(v []float32, n int) [][]float32 {
+	if v == nil {
 		return nil
 	}
-	out := make([][]float32, count)
+	if n == 0 {
+		return [][]float32{}
+	}
+	out := make([][]float32, len(v)/n)
 	for i := range out {
-		out[i] = v[i*n : (i+1)*n]
+		out[i] = v[i*n : (i+1)*n : (i+1)*n]
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package golden_test
 
 import (
+	"io/fs"
 	"math"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 func TestTinyCases(t *testing.T) {
 	for _, name := range golden.TinyCases() {
-		c, err := golden.LoadTiny(name)
+		c, err := golden.LoadTiny(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +38,7 @@ func TestTinyCases(t *testing.T) {
 // TestParseErrors feeds archives that differ from a valid bundle-format
 // golden in one respect each.
 func TestParseErrors(t *testing.T) {
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,18 +88,33 @@ func TestParseErrors(t *testing.T) {
 		{"NaN context", edit(replace(npztest.Array{Name: "context", Shape: []int{1, 5, 32}, Data: nan})), `"context" element 3 is NaN`},
 		{"int timestep ok but two", edit(replace(npztest.Array{Name: "timestep", Shape: []int{2}, Data: []int64{1, 2}})), "timestep has 2 elements"},
 	} {
-		_, err := golden.Parse(tc.name, tc.img)
+		_, err := golden.Parse(t.Context(), tc.name, tc.img)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
 	// The valid bundle parses, with a bool mask and a float64 array too.
 	b := edit(replace(npztest.Array{Name: "context_mask", Shape: []int{1, 5}, Data: []bool{true, true, true, true, false}}))
-	got, err := golden.Parse("bool mask", b)
+	got, err := golden.Parse(t.Context(), "bool mask", b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Chunk.ContextMask[4] || !got.Chunk.ContextMask[0] || got.LoopInit != nil {
 		t.Errorf("bool mask read as %v; loop %v", got.Chunk.ContextMask, got.LoopInit != nil)
+	}
+}
+
+// BenchmarkParseTiny parses the embedded 43 KB tiny golden.
+func BenchmarkParseTiny(b *testing.B) {
+	img, err := fs.ReadFile(golden.Tiny(), "tiny/case_all.npz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(img)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := golden.Parse(b.Context(), "tiny", img); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

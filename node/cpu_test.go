@@ -51,7 +51,7 @@ func caseInputs(c *golden.Case, seq uint64, stamp time.Time) inputs {
 func TestEndToEndCPUBackend(t *testing.T) {
 	for _, name := range golden.TinyCases() {
 		t.Run(name, func(t *testing.T) {
-			c, err := golden.LoadTiny(name)
+			c, err := golden.LoadTiny(t.Context(), name)
 			if err != nil {
 				t.Fatal(err)
 			}

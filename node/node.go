@@ -157,7 +157,9 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if p.SelfTest.Skip {
 		n.selfTest.Status = "skipped"
 	} else if n.golden == nil && p.SelfTest.Golden != "" {
-		g, err := LoadGolden(p.SelfTest.Golden, d)
+		// New takes no context: the golden is read to its end (its size
+		// is bounded by the file, see golden.Load).
+		g, err := LoadGolden(context.Background(), p.SelfTest.Golden, d)
 		if err != nil {
 			return nil, fmt.Errorf("node: self_test.golden: %w", err)
 		}

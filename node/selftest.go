@@ -11,9 +11,9 @@ import (
 
 // LoadGolden reads a golden .npz (the device bundle's
 // golden/action_step_io.npz format, see package golden) and checks that it
-// was recorded for the contract d.
-func LoadGolden(path string, d expert.Dims) (*golden.Case, error) {
-	c, err := golden.Load(path)
+// was recorded for the contract d. Loading stops when ctx is cancelled.
+func LoadGolden(ctx context.Context, path string, d expert.Dims) (*golden.Case, error) {
+	c, err := golden.Load(ctx, path)
 	if err != nil {
 		return nil, err
 	}

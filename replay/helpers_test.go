@@ -18,7 +18,7 @@ func tinyCases(t *testing.T) []*golden.Case {
 	t.Helper()
 	var cases []*golden.Case
 	for _, name := range golden.TinyCases() {
-		c, err := golden.LoadTiny(name)
+		c, err := golden.LoadTiny(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)
 		}

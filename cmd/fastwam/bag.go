@@ -118,7 +118,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var cases []*golden.Case
 	if len(goldens) == 0 {
 		for _, name := range golden.TinyCases() {
-			c, err := golden.LoadTiny(name)
+			c, err := golden.LoadTiny(ctx, name)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	} else {
 		for _, path := range goldens {
-			c, err := golden.Load(path)
+			c, err := golden.Load(ctx, path)
 			if err != nil {
 				return err
 			}

@@ -18,7 +18,7 @@ import (
 func fakeContext(t *testing.T) (lib *qnnfake.Lib, ctxPath, goldenPath string) {
 	t.Helper()
 	lib = qnnfake.New(t, qnnfake.Variant{})
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestParityCorruptGolden(t *testing.T) {
 // inputs and pred_noise only); tamper changes one recorded action row.
 func writeBundleGolden(t *testing.T, tamper bool) string {
 	t.Helper()
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.chunks < 1 {
 		return usageError("-chunks must be at least 1")
 	}
-	cases, err := loadCases(o.goldenPath)
+	cases, err := loadCases(ctx, o.goldenPath)
 	if err != nil {
 		return err
 	}
@@ -74,9 +74,9 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func loadCases(path string) ([]*golden.Case, error) {
+func loadCases(ctx context.Context, path string) ([]*golden.Case, error) {
 	if path != "" {
-		c, err := golden.Load(path)
+		c, err := golden.Load(ctx, path)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +84,7 @@ func loadCases(path string) ([]*golden.Case, error) {
 	}
 	var cases []*golden.Case
 	for _, n := range golden.TinyCases() {
-		c, err := golden.LoadTiny(n)
+		c, err := golden.LoadTiny(ctx, n)
 		if err != nil {
 			return nil, err
 		}

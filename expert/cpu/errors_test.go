@@ -155,7 +155,7 @@ func stripMetadata(t *testing.T, img []byte) []byte {
 
 func TestStepInputErrors(t *testing.T) {
 	ctx := context.Background()
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func TestGoldenSteps(t *testing.T) {
 	ctx := context.Background()
 	for _, blasName := range blasChoices(t) {
 		for _, name := range golden.TinyCases() {
-			c, err := golden.LoadTiny(name)
+			c, err := golden.LoadTiny(t.Context(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestGoldenLoop(t *testing.T) {
 	ctx := context.Background()
 	for _, blasName := range blasChoices(t) {
 		for _, name := range golden.TinyCases() {
-			c, err := golden.LoadTiny(name)
+			c, err := golden.LoadTiny(t.Context(), name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestGoldenLoop(t *testing.T) {
 // computed from the same rounded weights.
 func TestGoldenLowPrecisionWeights(t *testing.T) {
 	ctx := context.Background()
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestGoldenLowPrecisionWeights(t *testing.T) {
 // unmasked prediction.
 func TestContextMaskMatters(t *testing.T) {
 	ctx := context.Background()
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func (r *rosRig) observe(d expert.Dims, c *expert.Chunk, period time.Duration) (
 // and talks to it from a second ROS node over the middleware: inputs in,
 // an ActionChunk and diagnostics out, then an orderly shutdown.
 func TestNodeOverROS(t *testing.T) {
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}
