@@ -102,7 +102,7 @@ func agrees(got, want []float32) error {
 // (cosine 1), a NaN, an offset and a truncated prediction must all fail it,
 // and the reference itself must pass.
 func TestAgreesRejects(t *testing.T) {
-	c, err := golden.LoadTiny(golden.TinyCases()[0])
+	c, err := golden.LoadTiny(context.Background(), golden.TinyCases()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
