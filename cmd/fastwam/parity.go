@@ -30,7 +30,7 @@ type parityOpts struct {
 }
 
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("parity", stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.")
+	fs := newFlags("parity", stdout, stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.")
 	var o parityOpts
 	fs.StringVar(&o.backend, "backend", "cpu", "step backend: cpu or htp")
 	fs.StringVar(&o.goldenPath, "golden", "", "golden .npz, e.g. golden/action_step_io.npz of the device bundle (default: the embedded tiny goldens)")
@@ -39,9 +39,9 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&o.steps, "steps", expert.DefaultSteps, "denoise steps of the timed loop (and of the full-loop check when the golden has none)")
 	fs.Float64Var(&o.shift, "shift", expert.DefaultShift, "schedule shift")
 	fs.Uint64Var(&o.seed, "seed", 42, "noise seed of the timed loop when the golden has no initial noise")
-	o.cpu.register(fs)
-	o.htp.register(fs)
-	if err := fs.Parse(args); err != nil {
+	o.cpu.register(fs.FlagSet)
+	o.htp.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

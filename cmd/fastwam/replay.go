@@ -33,7 +33,7 @@ type replayOpts struct {
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", stderr, "[flags] [bag]\n\n"+
+	fs := newFlags("replay", stdout, stderr, "[flags] [bag]\n\n"+
 		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder or an .mcap file)\n"+
 		"through the node, as ROS would deliver them, and compares the ActionChunks it publishes with\n"+
 		"those recorded on its output topic (matched by stamp): a table per chunk, and exit status 1\n"+
@@ -49,10 +49,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG of recorded vs produced actions (7 dimensions) and latency to this file")
 	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
-	o.cpu.register(fs)
-	o.htp.register(fs)
-	o.node.register(fs)
-	if err := fs.Parse(args); err != nil {
+	o.cpu.register(fs.FlagSet)
+	o.htp.register(fs.FlagSet)
+	o.node.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {

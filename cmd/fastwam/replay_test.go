@@ -268,7 +268,7 @@ func TestBagMake(t *testing.T) {
 		want string
 	}{
 		{[]string{"bag"}, "subcommand"},
-		{[]string{"bag", "frob"}, "unknown bag subcommand"},
+		{[]string{"bag", "frob"}, `unknown command "frob"`},
 		{[]string{"bag", "make"}, "needs -o"},
 		{[]string{"bag", "make", "-o", dir, "-chunks", "0"}, "-chunks"},
 		{[]string{"bag", "make", "-o", dir, "-golden", caseFile}, "-weights"},
