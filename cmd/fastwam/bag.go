@@ -94,6 +94,9 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if period <= 0 {
 		return usageError("-period must be positive")
 	}
+	if err := checkOutputDir("-o", out, force, " (replace a bag folder with -force)"); err != nil {
+		return err
+	}
 
 	var cases []*golden.Case
 	if len(goldens) == 0 {

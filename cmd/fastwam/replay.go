@@ -67,6 +67,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.timeout <= 0 {
 		return usageError("-timeout must be positive")
 	}
+	if o.out != "" {
+		if err := checkOutputDir("-o", o.out, false, ""); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		if err := checkOutputFile("-plot", o.plot); err != nil {
+			return err
+		}
+	}
 
 	path, label := fs.Arg(0), fs.Arg(0)
 	if path == "" {

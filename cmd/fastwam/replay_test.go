@@ -243,7 +243,7 @@ func TestBagMake(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PASS: 3 chunks compared") {
 		t.Fatalf("replay of the made bag: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if code, _, stderr := runCmd(t, "bag", "make", "-o", dir); code != 1 || !strings.Contains(stderr, "-force") {
+	if code, _, stderr := runCmd(t, "bag", "make", "-o", dir); code != 2 || !strings.Contains(stderr, "-force") {
 		t.Errorf("existing folder: exit %d %s", code, stderr)
 	}
 	// Another golden, another seed base, and a replacement with -force.
@@ -271,7 +271,7 @@ func TestBagMake(t *testing.T) {
 		{[]string{"bag", "frob"}, `unknown command "frob"`},
 		{[]string{"bag", "make"}, "needs -o"},
 		{[]string{"bag", "make", "-o", dir, "-chunks", "0"}, "-chunks"},
-		{[]string{"bag", "make", "-o", dir, "-golden", caseFile}, "-weights"},
+		{[]string{"bag", "make", "-o", dir + "-new", "-golden", caseFile}, "-weights"},
 	} {
 		if code, _, stderr := runCmd(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%q: exit %d, want 2 with %q\n%s", tc.args, code, tc.want, stderr)
