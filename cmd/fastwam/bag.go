@@ -97,6 +97,19 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkOutputDir("-o", out, force, " (replace a bag folder with -force)"); err != nil {
 		return err
 	}
+	// The node's parameters; the CPU reference's (cpu.weights,
+	// cpu.threads) set the backend like -weights and -threads.
+	p := replay.BaseParams(node.BackendCPU)
+	seedParams(&p, &cpu, nil)
+	if err := nf.apply(&p); err != nil {
+		return err
+	}
+	if p.Backend != node.BackendCPU {
+		return usageError("-p backend:=%s: bag make runs the CPU reference backend (its chunks are the expected output)", p.Backend)
+	}
+	if err := adoptParams("bag make", &p, nf.names(), setFlags(fs), cpuBindings(&cpu)); err != nil {
+		return err
+	}
 
 	var cases []*golden.Case
 	if len(goldens) == 0 {
@@ -116,20 +129,15 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			cases = append(cases, c)
 		}
 	}
+	if err := checkInputSizes(&p, cases[0].VideoTokens, cases[0].ContextTokens, "the golden cases' inputs"); err != nil {
+		return err
+	}
 	b, desc, err := cpu.open(cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 
-	p := replay.BaseParams(node.BackendCPU)
-	p.CPU.Weights = cpu.weights
-	if p.CPU.Weights == "" {
-		p.CPU.Weights = "embedded tiny/weights.safetensors"
-	}
-	if err := nf.apply(&p); err != nil {
-		return err
-	}
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{
 		Dir: out, Replace: force, Chunks: chunks, Cases: cases, Backend: b, Params: p,
 		Period: period, Timeout: timeout, Logger: replay.NewLogger(stderr, nf.verbose),
