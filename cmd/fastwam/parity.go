@@ -31,7 +31,9 @@ type parityOpts struct {
 }
 
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("parity", stdout, stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.")
+	fs := newFlags("parity", stdout, stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.\n"+
+		"It prints the head split and action tokens it uses and where they come from. A golden's\n"+
+		"recorded schedule (loop_sigmas) must be the one of -shift (and of -steps, when given).")
 	var o parityOpts
 	fs.StringVar(&o.backend, "backend", "cpu", "step backend: cpu or htp")
 	fs.StringVar(&o.goldenPath, "golden", "", "golden .npz, e.g. golden/action_step_io.npz of the device bundle (default: the embedded tiny goldens)")
