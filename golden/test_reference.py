@@ -1,6 +1,7 @@
 """Checks of the PyTorch reference, the golden files and the checkpoint exporter.
 
-Run: /usr/bin/python3 golden/test_reference.py     (plain asserts; a few seconds on one core)
+Run by hand (CI installs no torch): /usr/bin/python3 golden/test_reference.py
+(plain asserts; a few seconds on one core; Debian's python3-torch 1.13 and python3-numpy suffice)
 
 The golden-file checks run when golden/tiny/ exists (make_golden.py writes it). The cross-check
 implementation below (np_step) is a second, float64 NumPy version of the step that uses the
@@ -479,6 +480,94 @@ def test_export_checkpoint():
         rc, err = run_export([badp, "-o", os.path.join(d, "pre", "a.safetensors"), "--num-heads", "2",
                               "--prefix", "mixtures.action."])
         assert rc == 0, err
+
+
+def test_export_head_split_and_action_tokens():
+    """The exporter says where the head split comes from (stderr and metadata), refuses splits
+    that do not divide the width or contradict the checkpoint's own configuration, and writes
+    action_tokens when told."""
+    cfg = dict(TINY_CONFIG, num_heads=2, attn_head_dim=128)  # attention width 256: a multiple of 128
+    sd = tiny_model(seed=9, cfg=cfg).state_dict()
+    mot = {"mixtures.action." + k: v for k, v in sd.items()}
+    with tempfile.TemporaryDirectory() as d:
+        def save(payload, name):
+            path = os.path.join(d, name)
+            torch.save(payload, path)
+            return path
+
+        def split_of(out):
+            _, meta = read_safetensors(out)
+            return json.loads(meta["fastwam_head_split"]), json.loads(meta["fastwam_config"])
+
+        # FastWAM.save_checkpoint's payload carries no config: the split is assumed, and said so.
+        plain = save({"mot": mot, "step": 1, "torch_dtype": "torch.float32"}, "plain.pt")
+        out = os.path.join(d, "assumed", "a.safetensors")
+        rc, err = run_export([plain, "-o", out])
+        assert rc == 0, err
+        assert "head split 2x128: assumed: the checkpoint does not record the head split; attention width 256 " \
+               "split with attn_head_dim 128 (section 2) -> 2 heads" in err, err
+        assert "action_tokens not written" in err, err
+        split, written = split_of(out)
+        assert split["source"] == "assumed" and (split["num_heads"], split["attn_head_dim"]) == (2, 128), split
+        assert written == cfg and "action_tokens" not in written, written
+
+        # A flag that divides the width is taken, and recorded as given, not as the checkpoint's.
+        out = os.path.join(d, "flag", "a.safetensors")
+        rc, err = run_export([plain, "-o", out, "--num-heads", "1"])
+        assert rc == 0, err
+        split, written = split_of(out)
+        assert split["source"] == "flags" and "--num-heads 1" in split["note"] and "does not record" in split["note"], split
+        assert (written["num_heads"], written["attn_head_dim"]) == (1, 256), written
+        # One that does not divide it, or is not positive, is refused.
+        for heads, want in (("3", "num_heads: 3 does not divide the attention width 256"),
+                            ("0", "num_heads: --num-heads 0 must be positive"),
+                            ("-2", "num_heads: --num-heads -2 must be positive")):
+            rc, err = run_export([plain, "-o", os.path.join(d, "bad", "a.safetensors"), "--num-heads", heads])
+            assert rc == 1 and want in err, (heads, err)
+        assert not os.path.exists(os.path.join(d, "bad"))
+
+        # A payload with its own config: the split comes from it; contradicting flags are refused.
+        own = dict(cfg, video_dit_hint="ignored")  # keys outside the action config are left out
+        nested = save({"mot": mot, "config": {"model": {"action_dit_config": own}}}, "nested.pt")
+        out = os.path.join(d, "own", "a.safetensors")
+        rc, err = run_export([nested, "-o", out])
+        assert rc == 0, err
+        split, written = split_of(out)
+        assert split["source"] == "checkpoint", split
+        assert "payload['config']['model']['action_dit_config']" in split["note"], split
+        assert written == cfg, written
+        for flags, want in ((["--num-heads", "1"], "num_heads: --num-heads 1 contradicts the checkpoint's own configuration"),
+                            (["--attn-head-dim", "64"], "attn_head_dim: --attn-head-dim 64 contradicts"),
+                            (["--ffn-dim", "256"], "ffn_dim: --ffn-dim 256 contradicts the checkpoint's own configuration")):
+            rc, err = run_export([nested, "-o", os.path.join(d, "bad", "a.safetensors")] + flags)
+            assert rc == 1 and want in err, (flags, err)
+        # A config that disagrees with the checkpoint's own tensors is refused.
+        for bad_cfg, want in ((dict(cfg, num_heads=4), "gives 4*128, which is not the attention width 256"),
+                              (dict(cfg, hidden_dim=128), "says 128 but its tensors have 64"),
+                              (dict(cfg, num_heads="two"), "is 'two', want an integer")):
+            path = save({"mot": mot, "action_dit_config": bad_cfg}, "badcfg.pt")
+            rc, err = run_export([path, "-o", os.path.join(d, "bad", "a.safetensors")])
+            assert rc == 1 and want in err, (bad_cfg, err)
+
+        # action_tokens: from the flag or --config, into the metadata and config.json; checked.
+        out = os.path.join(d, "s16", "a.safetensors")
+        rc, err = run_export([plain, "-o", out, "--action-tokens", "16"])
+        assert rc == 0 and "action_tokens not written" not in err, err
+        assert split_of(out)[1]["action_tokens"] == 16
+        with open(os.path.join(d, "s16", "config.json")) as fh:
+            assert json.load(fh)["action_tokens"] == 16
+        cfgfile = os.path.join(d, "s8.json")
+        with open(cfgfile, "w") as fh:
+            json.dump({"action_tokens": 8, "num_heads": 2}, fh)
+        out = os.path.join(d, "s8", "a.safetensors")
+        rc, err = run_export([plain, "-o", out, "--config", cfgfile])
+        assert rc == 0, err
+        split, written = split_of(out)
+        assert written["action_tokens"] == 8 and split["source"] == "flags", (written, split)
+        assert f"--config {cfgfile} num_heads 2" in split["note"], split
+        for s, want in (("0", "outside 1..1024"), ("1025", "action_tokens 1025 is outside 1..1024")):
+            rc, err = run_export([plain, "-o", os.path.join(d, "bad", "a.safetensors"), "--action-tokens", s])
+            assert rc == 1 and want in err, (s, err)
 
 
 def main():

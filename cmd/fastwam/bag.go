@@ -13,26 +13,6 @@ import (
 	"github.com/fastwam/actionexpert/replay"
 )
 
-// runBag dispatches the bag subcommands (only "make" for now).
-func runBag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const synopsis = "usage: fastwam bag make -o DIR [flags]\n\n" +
-		"  make   write a regression bag from golden inputs, with the CPU reference's chunks as the expected output\n\n" +
-		"Run 'fastwam bag make -h' for its flags.\n"
-	if len(args) == 0 {
-		fmt.Fprint(stderr, synopsis)
-		return usageError("bag needs a subcommand")
-	}
-	switch args[0] {
-	case "make":
-		return runBagMake(ctx, args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, synopsis)
-		return flag.ErrHelp
-	}
-	fmt.Fprint(stderr, synopsis)
-	return usageError("unknown bag subcommand %q", args[0])
-}
-
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -74,7 +54,7 @@ func (f *nodeFlags) apply(p *node.Params) error {
 }
 
 func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bag make", stderr, "-o DIR [flags]\n\n"+
+	fs := newFlags("bag make", stdout, stderr, "-o DIR [flags]\n\n"+
 		"Writes a rosbag2 (MCAP) regression bag: for each chunk a TextContext and a VideoKVCache built\n"+
 		"from the golden cases (the embedded tiny goldens, alternating, by default; chunks after the\n"+
 		"first pass get a small seeded perturbation of the context), stamped -period apart with seq\n"+
@@ -96,9 +76,9 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&period, "period", replay.DefaultPeriod, "time between the chunks' stamps")
 	fs.BoolVar(&force, "force", false, "replace the bag folder -o if it exists")
 	fs.DurationVar(&timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
-	cpu.register(fs)
-	nf.register(fs)
-	if err := fs.Parse(args); err != nil {
+	cpu.register(fs.FlagSet)
+	nf.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -113,6 +93,22 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if period <= 0 {
 		return usageError("-period must be positive")
+	}
+	if err := checkOutputDir("-o", out, force, " (replace a bag folder with -force)"); err != nil {
+		return err
+	}
+	// The node's parameters; the CPU reference's (cpu.weights,
+	// cpu.threads) set the backend like -weights and -threads.
+	p := replay.BaseParams(node.BackendCPU)
+	seedParams(&p, &cpu, nil)
+	if err := nf.apply(&p); err != nil {
+		return err
+	}
+	if p.Backend != node.BackendCPU {
+		return usageError("-p backend:=%s: bag make runs the CPU reference backend (its chunks are the expected output)", p.Backend)
+	}
+	if err := adoptParams("bag make", &p, nf.names(), setFlags(fs), cpuBindings(&cpu)); err != nil {
+		return err
 	}
 
 	var cases []*golden.Case
@@ -133,20 +129,15 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			cases = append(cases, c)
 		}
 	}
+	if err := checkInputSizes(&p, cases[0].VideoTokens, cases[0].ContextTokens, "the golden cases' inputs"); err != nil {
+		return err
+	}
 	b, desc, err := cpu.open(cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 
-	p := replay.BaseParams(node.BackendCPU)
-	p.CPU.Weights = cpu.weights
-	if p.CPU.Weights == "" {
-		p.CPU.Weights = "embedded tiny/weights.safetensors"
-	}
-	if err := nf.apply(&p); err != nil {
-		return err
-	}
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{
 		Dir: out, Replace: force, Chunks: chunks, Cases: cases, Backend: b, Params: p,
 		Period: period, Timeout: timeout, Logger: replay.NewLogger(stderr, nf.verbose),

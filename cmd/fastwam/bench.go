@@ -28,7 +28,7 @@ type torchResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stderr, "[flags]\n\nTimes one denoise step of the CPU backend at full width with random weights,\nthen the same step in PyTorch (golden/bench_torch.py) with the same thread count, and prints the ratio.")
+	fs := newFlags("bench", stdout, stderr, "[flags]\n\nTimes one denoise step of the CPU backend at full width with random weights,\nthen the same step in PyTorch (golden/bench_torch.py) with the same thread count, and prints the ratio.")
 	layers := fs.Int("layers", cpu.FullConfig().NumLayers, "transformer blocks (30 is the full model; fewer for a quick run)")
 	iters := fs.Int("iters", 5, "timed steps after one warm-up step")
 	threads := fs.Int("threads", 2, "BLAS threads for both Go (OpenBLAS) and PyTorch")
@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	python := fs.String("python", "/usr/bin/python3", "Python with torch, for the baseline")
 	script := fs.String("torch-script", "golden/bench_torch.py", "the PyTorch benchmark script")
 	noTorch := fs.Bool("no-torch", false, "skip the PyTorch baseline")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *layers < 1 || *iters < 1 || *threads < 1 {

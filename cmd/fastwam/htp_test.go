@@ -54,7 +54,10 @@ func TestParityHTPOnTestDouble(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"backend htp", "shared rpcmem buffers", "perf burst", "profiled execute ms", "PASS"} {
+	for _, want := range []string{"backend htp", "shared rpcmem buffers", "perf burst", "profiled execute ms", "PASS",
+		"heads   2x16 (attention width 32): the graph fixes the width only; split with -head-dim 16\n",
+		"actions 32 from the context binary's graph\n",
+		"schedule 10 steps, shift 5: from -steps and -shift (the golden records no loop)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -65,6 +68,10 @@ func TestParityHTPOnTestDouble(t *testing.T) {
 	code, out, stderr = runCmd(t, args...)
 	if code != 0 || !strings.Contains(out, "RAW buffers") || !strings.Contains(stderr, "htp:") {
 		t.Fatalf("fallback: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if code, _, stderr := runCmd(t, append(args, "-action-tokens", "16")...); code != 2 ||
+		!strings.Contains(stderr, "-action-tokens 16 contradicts the context binary's graph, which takes 32 action tokens") {
+		t.Errorf("-action-tokens against the graph: exit %d, %s", code, stderr)
 	}
 	if code, _, stderr := runCmd(t, "parity", "-backend", "htp", "-golden", goldenPath); code != 2 || !strings.Contains(stderr, "-context") {
 		t.Errorf("missing -context: exit %d, %s", code, stderr)

@@ -82,9 +82,9 @@ func (h htpTimed) ExecuteTimes() []time.Duration {
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("inspect", stderr, "[flags] <context.bin>\n\nLists the graphs of a QNN context binary with their input and output tensors\n(name, type, shape, quantisation) and the SoC, architecture and build ids.")
+	fs := newFlags("inspect", stdout, stderr, "[flags] <context.bin>\n\nLists the graphs of a QNN context binary with their input and output tensors\n(name, type, shape, quantisation) and the SoC, architecture and build ids.")
 	systemLib := fs.String("system-lib", qnnrt.DefaultSystemLib, "QNN system library (path or soname)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

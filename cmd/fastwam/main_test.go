@@ -134,3 +134,63 @@ func TestParityUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHelp: help goes to stdout with exit 0, for every command and the
+// nested bag make, however it is asked for; usage errors go to stderr with
+// exit 2.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"help"}, "usage: fastwam <command>"},
+		{[]string{"-h"}, "usage: fastwam <command>"},
+		{[]string{"--help"}, "usage: fastwam <command>"},
+		{[]string{"help", "parity"}, "usage: fastwam parity"},
+		{[]string{"parity", "-h"}, "-min-cos"},
+		{[]string{"help", "inspect"}, "usage: fastwam inspect"},
+		{[]string{"bench", "-help"}, "-no-torch"},
+		{[]string{"help", "replay"}, "-plot"},
+		{[]string{"replay", "-h"}, "-progress"},
+		{[]string{"help", "bag"}, "make "},
+		{[]string{"bag", "-h"}, "make "},
+		{[]string{"bag", "help", "make"}, "usage: fastwam bag make -o DIR"},
+		{[]string{"help", "bag", "make"}, "usage: fastwam bag make -o DIR"},
+		{[]string{"bag", "make", "-h"}, "-force"},
+	} {
+		code, out, stderr := runCmd(t, tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) || stderr != "" {
+			t.Errorf("%q: exit %d, want 0 with %q on stdout and nothing on stderr\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.want, out, stderr)
+		}
+	}
+	// help bag make is bag make's own usage, not the bag group's.
+	_, out, _ := runCmd(t, "help", "bag", "make")
+	if strings.Contains(out, "commands:") || !strings.Contains(out, "-chunks") {
+		t.Errorf("help bag make printed the group usage, not make's flags:\n%s", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "usage: fastwam <command>"},
+		{[]string{"help", "frob"}, `fastwam has no command "frob"`},
+		{[]string{"help", "bag", "frob"}, `fastwam bag has no command "frob"`},
+		{[]string{"help", "parity", "frob"}, `fastwam parity has no subcommand "frob"`},
+		{[]string{"bag"}, "fastwam bag: needs a subcommand"},
+		{[]string{"bag", "frob"}, `fastwam bag: unknown command "frob"`},
+		{[]string{"parity", "-frob"}, "fastwam parity: flag provided but not defined: -frob"},
+		{[]string{"parity", "-chunks", "many"}, `invalid value "many" for flag -chunks`},
+		{[]string{"frob"}, `fastwam: unknown command "frob"`},
+	} {
+		code, out, stderr := runCmd(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
+			t.Errorf("%q: exit %d, want 2 with %q on stderr and nothing on stdout\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.want, out, stderr)
+		}
+	}
+	// A flag error shows the command's flags, then the error as the last line.
+	_, _, stderr := runCmd(t, "replay", "-frob")
+	if !strings.Contains(stderr, "-plot") || !strings.HasSuffix(stderr, "fastwam replay: flag provided but not defined: -frob\n") {
+		t.Errorf("replay -frob: stderr does not end with the error after the usage:\n%s", stderr)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/golden"
 )
 
@@ -25,12 +24,16 @@ type parityOpts struct {
 	steps      int
 	shift      float64
 	seed       uint64
+	tokens     int // -action-tokens
 	cpu        cpuFlags
 	htp        htpFlags
+	set        map[string]bool // flags given on the command line
 }
 
 func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("parity", stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.")
+	fs := newFlags("parity", stdout, stderr, "[flags]\n\nWith no flags it checks the CPU backend against the embedded tiny golden.\n"+
+		"It prints the head split and action tokens it uses and where they come from. A golden's\n"+
+		"recorded schedule (loop_sigmas) must be the one of -shift (and of -steps, when given).")
 	var o parityOpts
 	fs.StringVar(&o.backend, "backend", "cpu", "step backend: cpu or htp")
 	fs.StringVar(&o.goldenPath, "golden", "", "golden .npz, e.g. golden/action_step_io.npz of the device bundle (default: the embedded tiny goldens)")
@@ -39,11 +42,17 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&o.steps, "steps", expert.DefaultSteps, "denoise steps of the timed loop (and of the full-loop check when the golden has none)")
 	fs.Float64Var(&o.shift, "shift", expert.DefaultShift, "schedule shift")
 	fs.Uint64Var(&o.seed, "seed", 42, "noise seed of the timed loop when the golden has no initial noise")
-	o.cpu.register(fs)
-	o.htp.register(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.IntVar(&o.tokens, "action-tokens", 0, "action tokens S of the model, for weights whose configuration does not record action_tokens (0: the weights', else 32)")
+	o.cpu.register(fs.FlagSet)
+	o.htp.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
+	o.set = setFlags(fs)
+	if o.tokens < 0 {
+		return usageError("-action-tokens must be positive, got %d", o.tokens)
+	}
+	o.cpu.actionTokens = o.tokens
 	if fs.NArg() > 0 {
 		return usageError("unexpected argument %q (the golden file goes after -golden)", fs.Arg(0))
 	}
@@ -54,21 +63,24 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	worst := 1.0
+	worst, hint := 1.0, ""
 	for _, c := range cases {
-		b, desc, err := o.open(ctx, c)
+		b, desc, m, err := o.open(ctx, c)
 		if err != nil {
 			return err
 		}
-		cos, err := parityCase(ctx, stdout, b, desc, c, o)
+		cos, err := parityCase(ctx, stdout, b, desc, m, c, o)
 		b.Close()
 		if err != nil {
 			return err
 		}
+		if cos < o.minCos && m.splitAssumed && hint == "" {
+			hint = fmt.Sprintf("\n  the head split is not the checkpoint's own record: %s;\n  a wrong split lowers every cosine (a 24x128 model read as 1x3072 gives about 0.97): re-export with the model's --num-heads", m.split)
+		}
 		worst = min(worst, cos)
 	}
 	if worst < o.minCos {
-		return &exitError{code: 1, err: fmt.Errorf("FAIL: lowest cosine %.9f is below the %.4f gate", worst, o.minCos)}
+		return &exitError{code: 1, err: fmt.Errorf("FAIL: lowest cosine %.9f is below the %.4f gate%s", worst, o.minCos, hint)}
 	}
 	fmt.Fprintf(stdout, "PASS: lowest cosine %.12f >= %.4f\n", worst, o.minCos)
 	return nil
@@ -94,22 +106,39 @@ func loadCases(ctx context.Context, path string) ([]*golden.Case, error) {
 	return cases, nil
 }
 
-// open makes the chosen backend for a golden case.
-func (o *parityOpts) open(ctx context.Context, c *golden.Case) (expert.Backend, string, error) {
+// open makes the chosen backend for a golden case, and says where its head
+// split and action tokens come from.
+func (o *parityOpts) open(ctx context.Context, c *golden.Case) (expert.Backend, string, modelInfo, error) {
 	switch o.backend {
 	case "cpu":
-		return o.cpu.open(c.VideoTokens, c.ContextTokens, o.goldenPath == "")
+		b, desc, err := o.cpu.open(c.VideoTokens, c.ContextTokens, o.goldenPath == "")
+		return b, desc, o.cpu.model, err
 	case "htp":
-		return o.htp.open(ctx)
+		b, desc, err := o.htp.open(ctx)
+		if err != nil {
+			return nil, "", modelInfo{}, err
+		}
+		d := b.Dims()
+		if o.tokens > 0 && o.tokens != d.ActionTokens {
+			b.Close()
+			return nil, "", modelInfo{}, usageError("-action-tokens %d contradicts the context binary's graph, which takes %d action tokens", o.tokens, d.ActionTokens)
+		}
+		m := modelInfo{
+			split:  fmt.Sprintf("%dx%d (attention width %d): the graph fixes the width only; split with -head-dim %d", d.Heads, d.HeadDim, d.AttnWidth(), o.htp.headDim),
+			tokens: fmt.Sprintf("%d from the context binary's graph", d.ActionTokens),
+		}
+		return b, desc, m, nil
 	}
-	return nil, "", usageError("unknown -backend %q (want cpu or htp)", o.backend)
+	return nil, "", modelInfo{}, usageError("unknown -backend %q (want cpu or htp)", o.backend)
 }
 
 // cpuFlags are the CPU backend's options.
 type cpuFlags struct {
-	weights string
-	blas    string
-	threads int
+	weights      string
+	blas         string
+	threads      int
+	actionTokens int       // parity's -action-tokens (0: from the weights, else 32)
+	model        modelInfo // set by open
 }
 
 func (f *cpuFlags) register(fs *flag.FlagSet) {
@@ -118,47 +147,26 @@ func (f *cpuFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU backend: OpenBLAS threads (0: OpenBLAS's default)")
 }
 
-// open loads the CPU backend sized for inputs of videoTokens cached video
-// tokens and contextTokens context tokens; embedded selects the embedded
-// tiny weights when no weights file is given.
-func (f *cpuFlags) open(videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
-	var (
-		w   *cpu.Weights
-		err error
-	)
-	switch {
-	case f.weights != "":
-		w, err = cpu.LoadWeights(f.weights, nil)
-	case embedded:
-		w, err = cpu.TinyWeights()
-	default:
-		return nil, "", usageError("-backend cpu with -golden needs -weights (the action expert's .safetensors)")
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if w, err = w.ForInputs(videoTokens, contextTokens); err != nil {
-		return nil, "", err
-	}
-	b, err := cpu.New(w, cpu.Options{BLAS: f.blas, Threads: f.threads})
-	if err != nil {
-		return nil, "", err
-	}
-	return b, "cpu, " + b.BLAS(), nil
-}
-
 // parityCase runs the checks of one golden case and prints them; it returns
 // the lowest cosine.
-func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string, c *golden.Case, o parityOpts) (float64, error) {
+func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string, m modelInfo, c *golden.Case, o parityOpts) (float64, error) {
 	d := b.Dims()
 	if err := c.Fits(d); err != nil {
+		if m.tokensDefault && c.ActionTokens != d.ActionTokens {
+			return 0, fmt.Errorf("%w\n  the golden has %d action tokens and the backend %s: give -action-tokens %d", err, c.ActionTokens, m.tokens, c.ActionTokens)
+		}
+		return 0, err
+	}
+	sched, schedNote, err := o.schedule(c)
+	if err != nil {
 		return 0, err
 	}
 	visible := fmt.Sprint(c.Chunk.VisibleVideo)
 	if c.Chunk.VisibleVideo == 0 {
 		visible = "all"
 	}
-	fmt.Fprintf(w, "golden  %s\nbackend %s\nshapes  %s, visible video tokens %s\n\n", c.Name, desc, d, visible)
+	fmt.Fprintf(w, "golden  %s\nbackend %s\nshapes  %s, visible video tokens %s\nheads   %s\nactions %s\nschedule %d steps, shift %g: %s\n\n",
+		c.Name, desc, d, visible, m.split, m.tokens, sched.Steps(), sched.Shift, schedNote)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "check\tcosine\t1-cos\tmax|err|\tresult\t")
 	worst := 1.0
@@ -186,13 +194,9 @@ func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string,
 		row(fmt.Sprintf("single step, timestep %g", tau), pred, c.StepPred[i])
 	}
 
-	steps, x0 := o.steps, expert.Noise(o.seed, d.LatentLen())
+	steps, x0 := sched.Steps(), expert.Noise(o.seed, d.LatentLen())
 	if c.LoopInit != nil {
-		steps, x0 = len(c.LoopSigmas)-1, c.LoopInit
-	}
-	sched, err := expert.NewSchedule(steps, float32(o.shift))
-	if err != nil {
-		return 0, err
+		x0 = c.LoopInit
 	}
 	var chunkTimes []time.Duration
 	var bindTotal time.Duration

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
@@ -30,16 +31,19 @@ type replayOpts struct {
 	cpu      cpuFlags
 	htp      htpFlags
 	node     nodeFlags
+	set      map[string]bool // flags given on the command line
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", stderr, "[flags] [bag]\n\n"+
+	fs := newFlags("replay", stdout, stderr, "[flags] [bag]\n\n"+
 		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder or an .mcap file)\n"+
 		"through the node, as ROS would deliver them, and compares the ActionChunks it publishes with\n"+
 		"those recorded on its output topic (matched by stamp): a table per chunk, and exit status 1\n"+
 		"naming the chunks below the gate or not produced. Steps, shift and noise seed are taken from\n"+
 		"the recorded chunks unless -p sets them; the self-test is skipped and max_input_age is 0\n"+
-		"(the node's clock is the bag's). With no bag, replays the embedded regression bag\n"+
+		"(the node's clock is the bag's). The backend parameters (-p backend:=, cpu.weights, cpu.threads,\n"+
+		"htp.*) choose the backend like the flags of the same meaning; another backend's parameters are\n"+
+		"refused. With no bag, replays the embedded regression bag\n"+
 		"(golden/regression) with the CPU backend and the embedded tiny weights.")
 	var o replayOpts
 	fs.StringVar(&o.backend, "backend", node.BackendCPU, "step backend: cpu or htp")
@@ -49,12 +53,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG of recorded vs produced actions (7 dimensions) and latency to this file")
 	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
-	o.cpu.register(fs)
-	o.htp.register(fs)
-	o.node.register(fs)
-	if err := fs.Parse(args); err != nil {
+	o.cpu.register(fs.FlagSet)
+	o.htp.register(fs.FlagSet)
+	o.node.register(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
 		return err
 	}
+	o.set = setFlags(fs)
 	if fs.NArg() > 1 {
 		return usageError("want at most one bag, got %d arguments", fs.NArg())
 	}
@@ -66,6 +71,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if o.timeout <= 0 {
 		return usageError("-timeout must be positive")
+	}
+	if o.out != "" {
+		if err := checkOutputDir("-o", o.out, false, ""); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		if err := checkOutputFile("-plot", o.plot); err != nil {
+			return err
+		}
 	}
 
 	path, label := fs.Arg(0), fs.Arg(0)
@@ -132,23 +147,37 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// params are the node's parameters for the replay: the replay's base, the
-// schedule of the recorded chunks (when rec is known), then -p.
+// params are the node's parameters for the replay: the replay's base with
+// the backend flags, the schedule of the recorded chunks (when rec is
+// known), then -p. The backend parameters of -p (backend, cpu.*, htp.*)
+// are carried over to the flags the backend is opened with, and refused
+// when they would have no effect or contradict a flag.
 func (o *replayOpts) params(rec *replay.Recording) (node.Params, error) {
 	p := replay.BaseParams(o.backend)
-	p.CPU.Weights = o.cpu.weights
-	if p.CPU.Weights == "" {
-		p.CPU.Weights = "embedded tiny/weights.safetensors"
-	}
-	p.HTP.ContextBinary = o.htp.context
-	if o.backend == node.BackendHTP && p.HTP.ContextBinary == "" {
-		return node.Params{}, usageError("-backend htp needs -context <action_step context binary>")
-	}
+	seedParams(&p, &o.cpu, &o.htp)
 	if rec != nil {
 		rec.ApplySchedule(&p)
 	}
 	if err := o.node.apply(&p); err != nil {
 		return node.Params{}, err
+	}
+	names := o.node.names()
+	if slices.Contains(names, "backend") {
+		if o.set["backend"] && p.Backend != o.backend {
+			return node.Params{}, usageError("-p backend:=%s contradicts -backend %s; give one of them", p.Backend, o.backend)
+		}
+		o.backend = p.Backend
+	}
+	if err := adoptParams("this replay", &p, names, o.set, append(cpuBindings(&o.cpu), htpBindings(&o.htp)...)); err != nil {
+		return node.Params{}, err
+	}
+	if o.backend == node.BackendHTP && p.HTP.ContextBinary == "" {
+		return node.Params{}, usageError("-backend htp needs -context <action_step context binary> (or -p htp.context_binary:=...)")
+	}
+	if rec != nil && o.backend == node.BackendCPU {
+		if err := checkInputSizes(&p, rec.VideoTokens(), rec.ContextTokens(), "the bag's inputs"); err != nil {
+			return node.Params{}, err
+		}
 	}
 	return p, nil
 }

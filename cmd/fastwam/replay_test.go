@@ -243,7 +243,7 @@ func TestBagMake(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "PASS: 3 chunks compared") {
 		t.Fatalf("replay of the made bag: exit %d\n%s\n%s", code, out, stderr)
 	}
-	if code, _, stderr := runCmd(t, "bag", "make", "-o", dir); code != 1 || !strings.Contains(stderr, "-force") {
+	if code, _, stderr := runCmd(t, "bag", "make", "-o", dir); code != 2 || !strings.Contains(stderr, "-force") {
 		t.Errorf("existing folder: exit %d %s", code, stderr)
 	}
 	// Another golden, another seed base, and a replacement with -force.
@@ -268,10 +268,10 @@ func TestBagMake(t *testing.T) {
 		want string
 	}{
 		{[]string{"bag"}, "subcommand"},
-		{[]string{"bag", "frob"}, "unknown bag subcommand"},
+		{[]string{"bag", "frob"}, `unknown command "frob"`},
 		{[]string{"bag", "make"}, "needs -o"},
 		{[]string{"bag", "make", "-o", dir, "-chunks", "0"}, "-chunks"},
-		{[]string{"bag", "make", "-o", dir, "-golden", caseFile}, "-weights"},
+		{[]string{"bag", "make", "-o", dir + "-new", "-golden", caseFile}, "-weights"},
 	} {
 		if code, _, stderr := runCmd(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%q: exit %d, want 2 with %q\n%s", tc.args, code, tc.want, stderr)
@@ -295,5 +295,65 @@ func TestReplayProgressAuto(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "replay", "-progress", "off", dir); code != 0 || strings.Contains(stderr, "replay: 21/21") {
 		t.Errorf("-progress off: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestBackendParams: the backend parameters of -p (backend, cpu.*, htp.*)
+// are used by replay and bag make as the flags of the same meaning would
+// be, and refused, naming the parameter and why, when the command cannot
+// use them or they contradict a flag.
+func TestBackendParams(t *testing.T) {
+	weights := tinyWeightsFile(t)
+	bad := filepath.Join(t.TempDir(), "bad.safetensors")
+	if err := os.WriteFile(bad, []byte("not safetensors"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Used: the weights named by -p are loaded (a bad file fails, naming
+	// it; the tiny weights pass), and so is the thread count.
+	if code, out, stderr := runCmd(t, "replay", "-p", "cpu.weights:="+bad); code != 1 || !strings.Contains(stderr, bad) || out != "" {
+		t.Errorf("-p cpu.weights:=<bad file>: exit %d, want 1 naming %s\n%s%s", code, bad, out, stderr)
+	}
+	if code, _, stderr := runCmd(t, "replay", "-p", "cpu.weights:="+filepath.Join(t.TempDir(), "nonexistent")); code != 1 || !strings.Contains(stderr, "nonexistent") {
+		t.Errorf("-p cpu.weights:=<nonexistent>: exit %d, want 1 naming it\n%s", code, stderr)
+	}
+	if code, out, stderr := runCmd(t, "replay", "-p", "cpu.weights:="+weights, "-p", "cpu.threads:=1", "-p", "cpu.video_tokens:=8"); code != 0 || !strings.Contains(out, "PASS: 8 chunks") {
+		t.Errorf("-p cpu.weights:=<tiny weights>: exit %d\n%s%s", code, out, stderr)
+	}
+	// -p backend:=htp selects the HTP backend, which then needs its context.
+	if code, _, stderr := runCmd(t, "replay", "-p", "backend:=htp"); code != 2 || !strings.Contains(stderr, "-backend htp needs -context") {
+		t.Errorf("-p backend:=htp: exit %d\n%s", code, stderr)
+	}
+	lib, ctxPath, _ := fakeContext(t)
+	code, out, stderr := runCmd(t, "replay", "-p", "backend:=htp", "-p", "htp.context_binary:="+ctxPath, "-head-dim", "16",
+		"-p", "htp.backend_library:="+lib.Path, "-p", "htp.system_library:="+lib.Path, "-p", "htp.rpcmem_library:="+lib.Path,
+		"-p", "htp.performance_mode:=balanced", "-p", "htp.shared_buffers:=false")
+	if code != 1 || !strings.Contains(out, "backend  htp, "+ctxPath+", perf balanced, RAW buffers") {
+		t.Errorf("htp backend from -p: exit %d, want 1 (the double's chunks differ) with the backend from the parameters\n%s%s", code, out, stderr)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "-p", "htp.context_binary:=/x.bin"}, "-p htp.context_binary: a parameter of the htp backend, but this replay runs the cpu backend"},
+		{[]string{"replay", "-backend", "htp", "-context", "/x.bin", "-p", "cpu.weights:=/w"}, "-p cpu.weights: a parameter of the cpu backend, but this replay runs the htp backend"},
+		{[]string{"replay", "-weights", "/a", "-p", "cpu.weights:=/b"}, "-p cpu.weights:=/b contradicts -weights /a"},
+		{[]string{"replay", "-threads", "2", "-p", "cpu.threads:=1"}, "-p cpu.threads:=1 contradicts -threads 2"},
+		{[]string{"replay", "-backend", "cpu", "-p", "backend:=htp"}, "-p backend:=htp contradicts -backend cpu"},
+		{[]string{"replay", "-p", "cpu.video_tokens:=4"}, "-p cpu.video_tokens:=4: the bag's inputs have 8"},
+		{[]string{"replay", "-p", "cpu.context_tokens:=9"}, "-p cpu.context_tokens:=9: the bag's inputs have 5"},
+		{[]string{"bag", "make", "-o", filepath.Join(t.TempDir(), "b"), "-p", "backend:=htp"}, "bag make runs the CPU reference backend"},
+		{[]string{"bag", "make", "-o", filepath.Join(t.TempDir(), "b"), "-p", "htp.graph_name:=g"}, "-p htp.graph_name: a parameter of the htp backend, but bag make runs the cpu backend"},
+		{[]string{"bag", "make", "-o", filepath.Join(t.TempDir(), "b"), "-weights", "/a", "-p", "cpu.weights:=/b"}, "contradicts -weights /a"},
+		{[]string{"bag", "make", "-o", filepath.Join(t.TempDir(), "b"), "-p", "cpu.video_tokens:=3"}, "the golden cases' inputs have 8"},
+	} {
+		if code, out, stderr := runCmd(t, tc.args...); code != 2 || !strings.Contains(stderr, tc.want) || out != "" {
+			t.Errorf("%q: exit %d, want 2 with %q\n%s%s", tc.args, code, tc.want, out, stderr)
+		}
+	}
+	// bag make takes its weights from -p cpu.weights too.
+	dir := filepath.Join(t.TempDir(), "made")
+	if code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "1", "-p", "cpu.weights:="+bad); code != 1 || !strings.Contains(stderr, bad) {
+		t.Errorf("bag make -p cpu.weights:=<bad file>: exit %d, want 1 naming it\n%s%s", code, out, stderr)
 	}
 }
