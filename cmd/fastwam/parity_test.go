@@ -18,7 +18,7 @@ import (
 // recorded schedule replaced by sigmas (nil keeps it).
 func writeLoopGolden(t *testing.T, sigmas []float32) string {
 	t.Helper()
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestParityModelProvenance(t *testing.T) {
 	}
 	// A golden of 16 action tokens with weights that do not say S: the
 	// mismatch says to give -action-tokens, which then sizes the model.
-	c, err := golden.LoadTiny("tiny/case_all.npz")
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
 	if err != nil {
 		t.Fatal(err)
 	}
