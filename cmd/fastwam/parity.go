@@ -74,12 +74,12 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		if cos < o.minCos && m.splitAssumed && hint == "" {
+		if !(cos >= o.minCos) && m.splitAssumed && hint == "" {
 			hint = fmt.Sprintf("\n  the head split is not the checkpoint's own record: %s;\n  a wrong split lowers every cosine (a 24x128 model read as 1x3072 gives about 0.97): re-export with the model's --num-heads", m.split)
 		}
 		worst = min(worst, cos)
 	}
-	if worst < o.minCos {
+	if !(worst >= o.minCos) { // a NaN cosine fails too (min propagates NaN)
 		return &exitError{code: 1, err: fmt.Errorf("FAIL: lowest cosine %.9f is below the %.4f gate%s", worst, o.minCos, hint)}
 	}
 	fmt.Fprintf(stdout, "PASS: lowest cosine %.12f >= %.4f\n", worst, o.minCos)
@@ -173,7 +173,7 @@ func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string,
 	row := func(name string, got, want []float32) {
 		cos, e := expert.Cosine(got, want), expert.MaxAbsDiff(got, want)
 		verdict := "ok"
-		if cos < o.minCos {
+		if !(cos >= o.minCos) {
 			verdict = "FAIL"
 		}
 		fmt.Fprintf(tw, "%s\t%.12f\t%.1e\t%.3g\t%s\t\n", name, cos, 1-cos, e, verdict)
