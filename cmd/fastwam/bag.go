@@ -133,7 +133,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			cases = append(cases, c)
 		}
 	}
-	b, desc, err := cpu.open(cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
+	b, desc, err := cpu.open(ctx, cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func loadCases(path string) ([]*golden.Case, error) {
 func (o *parityOpts) open(ctx context.Context, c *golden.Case) (expert.Backend, string, error) {
 	switch o.backend {
 	case "cpu":
-		return o.cpu.open(c.VideoTokens, c.ContextTokens, o.goldenPath == "")
+		return o.cpu.open(ctx, c.VideoTokens, c.ContextTokens, o.goldenPath == "")
 	case "htp":
 		return o.htp.open(ctx)
 	}
@@ -120,15 +120,15 @@ func (f *cpuFlags) register(fs *flag.FlagSet) {
 
 // open loads the CPU backend sized for inputs of videoTokens cached video
 // tokens and contextTokens context tokens; embedded selects the embedded
-// tiny weights when no weights file is given.
-func (f *cpuFlags) open(videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
+// tiny weights when no weights file is given. ctx stops a long load.
+func (f *cpuFlags) open(ctx context.Context, videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
 	var (
 		w   *cpu.Weights
 		err error
 	)
 	switch {
 	case f.weights != "":
-		w, err = cpu.LoadWeights(f.weights, nil)
+		w, err = cpu.LoadWeights(ctx, f.weights, nil)
 	case embedded:
 		w, err = cpu.TinyWeights()
 	default:
