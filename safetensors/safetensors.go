@@ -10,21 +10,26 @@
 package safetensors
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/x448/float16"
 )
 
-// maxHeader bounds the JSON header a file may declare (the format's own
-// reference implementation refuses headers above 100 MB).
-const maxHeader = 100 << 20
+// MaxHeader bounds the JSON header a file may declare (the format's own
+// reference implementation refuses headers above 100 MB). A header is
+// checked against the bytes really present before it is decoded, so a
+// small file cannot make the reader decode more than it holds.
+const MaxHeader = 100 << 20
 
 // Info describes one tensor of a file.
 type Info struct {
@@ -105,8 +110,11 @@ func parse(b []byte) (*File, error) {
 		return nil, fmt.Errorf("%d bytes, too short for the 8-byte header length", len(b))
 	}
 	n := binary.LittleEndian.Uint64(b)
-	if n > maxHeader || n > uint64(len(b)-8) {
-		return nil, fmt.Errorf("header length %d does not fit a %d-byte file (truncated or not safetensors)", n, len(b))
+	if n > MaxHeader {
+		return nil, fmt.Errorf("header length %d exceeds the %d-byte limit on a safetensors header", n, MaxHeader)
+	}
+	if n > uint64(len(b)-8) {
+		return nil, fmt.Errorf("header length %d does not fit a %d-byte file: at most %d bytes follow the length (truncated or not safetensors)", n, len(b), len(b)-8)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b[8:8+n], &raw); err != nil {
@@ -119,14 +127,17 @@ func parse(b []byte) (*File, error) {
 		}
 		delete(raw, "__metadata__")
 	}
-	type span struct {
-		lo, hi int64
-		name   string
+	// Tensors are checked in name order so that a file with several
+	// problems always reports the same one.
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
 	}
-	var spans []span
-	for name, msg := range raw {
+	sort.Strings(names)
+	spans := make([]Info, 0, len(names))
+	for _, name := range names {
 		var e entry
-		if err := json.Unmarshal(msg, &e); err != nil {
+		if err := json.Unmarshal(raw[name], &e); err != nil {
 			return nil, fmt.Errorf("tensor %q: %w", name, err)
 		}
 		info, err := check(name, e, int64(len(f.data)))
@@ -134,15 +145,38 @@ func parse(b []byte) (*File, error) {
 			return nil, err
 		}
 		f.tensors[name] = info
-		spans = append(spans, span{info.Offset, info.Offset + info.Size, name})
-	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
-	for i := 1; i < len(spans); i++ {
-		if spans[i].lo < spans[i-1].hi {
-			return nil, fmt.Errorf("tensors %q and %q overlap", spans[i-1].name, spans[i].name)
+		if info.Size > 0 {
+			spans = append(spans, info)
 		}
 	}
+	if err := checkOverlap(spans); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkOverlap reports the first two tensors whose byte ranges share a byte.
+// Zero-length ranges hold no byte and overlap nothing, so the caller leaves
+// them out. The order (begin, end, name) is total, so the same file always
+// names the same pair.
+func checkOverlap(spans []Info) error {
+	slices.SortFunc(spans, func(a, b Info) int {
+		if c := cmp.Compare(a.Offset, b.Offset); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Size, b.Size); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for i := 1; i < len(spans); i++ {
+		prev, cur := spans[i-1], spans[i]
+		if cur.Offset < prev.Offset+prev.Size {
+			return fmt.Errorf("tensors %q [%d,%d) and %q [%d,%d) overlap",
+				prev.Name, prev.Offset, prev.Offset+prev.Size, cur.Name, cur.Offset, cur.Offset+cur.Size)
+		}
+	}
+	return nil
 }
 
 // elemSize is the byte size of the dtypes this package knows.

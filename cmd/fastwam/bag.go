@@ -132,7 +132,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkInputSizes(&p, cases[0].VideoTokens, cases[0].ContextTokens, "the golden cases' inputs"); err != nil {
 		return err
 	}
-	b, desc, err := cpu.open(cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
+	b, desc, err := cpu.open(ctx, cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,7 +153,7 @@ func (wc weightsConfig) describe(d expert.Dims, tokensFlag int) modelInfo {
 // gives the number of action tokens the weights' configuration does not
 // record (and must agree with it when it does). It records in f.model
 // where the head split and the action tokens come from.
-func (f *cpuFlags) open(videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
+func (f *cpuFlags) open(ctx context.Context, videoTokens, contextTokens int, embedded bool) (expert.Backend, string, error) {
 	var (
 		data []byte
 		name = f.weights
@@ -180,9 +181,9 @@ func (f *cpuFlags) open(videoTokens, contextTokens int, embedded bool) (expert.B
 	}
 	var w *cpu.Weights
 	if data != nil {
-		w, err = cpu.ParseWeights(name, data, cfg)
+		w, err = cpu.ParseWeights(ctx, name, data, cfg)
 	} else {
-		w, err = cpu.LoadWeights(name, cfg)
+		w, err = cpu.LoadWeights(ctx, name, cfg)
 	}
 	if err != nil {
 		return nil, "", err

@@ -111,7 +111,7 @@ func loadCases(ctx context.Context, path string) ([]*golden.Case, error) {
 func (o *parityOpts) open(ctx context.Context, c *golden.Case) (expert.Backend, string, modelInfo, error) {
 	switch o.backend {
 	case "cpu":
-		b, desc, err := o.cpu.open(c.VideoTokens, c.ContextTokens, o.goldenPath == "")
+		b, desc, err := o.cpu.open(ctx, c.VideoTokens, c.ContextTokens, o.goldenPath == "")
 		return b, desc, o.cpu.model, err
 	case "htp":
 		b, desc, err := o.htp.open(ctx)

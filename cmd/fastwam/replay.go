@@ -191,7 +191,7 @@ func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Ba
 	if rec.VideoTokens() == 0 || rec.ContextTokens() == 0 {
 		return nil, "", fmt.Errorf("bag %s: no decodable VideoKVCache and TextContext to size the CPU backend with", rec.Path)
 	}
-	return o.cpu.open(rec.VideoTokens(), rec.ContextTokens(), true)
+	return o.cpu.open(ctx, rec.VideoTokens(), rec.ContextTokens(), true)
 }
 
 // extractRegressionBag copies the embedded regression bag to a new

@@ -79,10 +79,10 @@ func New(w *Weights, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-// Load reads weights from a safetensors file (see LoadWeights) and makes a
-// backend over them.
-func Load(path string, cfg *Config, opts Options) (*Backend, error) {
-	w, err := LoadWeights(path, cfg)
+// Load reads weights from a safetensors file (see LoadWeights; ctx stops a
+// long load) and makes a backend over them.
+func Load(ctx context.Context, path string, cfg *Config, opts Options) (*Backend, error) {
+	w, err := LoadWeights(ctx, path, cfg)
 	if err != nil {
 		return nil, err
 	}

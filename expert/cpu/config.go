@@ -11,6 +11,7 @@ package cpu
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/fastwam/actionexpert/expert"
 )
@@ -63,19 +64,43 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports a configuration the backend cannot run.
+// Limits on a configuration's numbers. They are far above the released
+// model (hidden 1024, FFN 4096, 24x128 heads, 30 layers, text 4096,
+// 98 video and 129 context tokens) and low enough that no product of them
+// the backend forms can overflow an int, so a hostile configuration is
+// refused by name before anything is sized from it.
+const (
+	maxLayers    = 1024
+	maxWidth     = 1 << 16 // hidden_dim, ffn_dim, text_dim, freq_dim, attention width
+	maxHeads     = 1024
+	maxHeadDim   = 1024
+	maxActionDim = 1 << 12
+	maxTokens    = 1 << 16 // video_tokens, context_tokens
+	// MaxParams bounds the parameters a configuration may describe:
+	// 16 Gi float32 parameters (64 GiB), 16 times the released model.
+	MaxParams = 1 << 34
+)
+
+// Validate reports a configuration the backend cannot run: a number that is
+// not positive or above its limit (named with the field and the limit), an
+// odd head or frequency width, more action tokens than RoPE positions, or
+// more than MaxParams parameters in all.
 func (c Config) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
+		max  int
 	}{
-		{"hidden_dim", c.HiddenDim}, {"ffn_dim", c.FFNDim}, {"num_heads", c.NumHeads},
-		{"attn_head_dim", c.HeadDim}, {"num_layers", c.NumLayers}, {"text_dim", c.TextDim},
-		{"freq_dim", c.FreqDim}, {"action_dim", c.ActionDim}, {"action_tokens", c.ActionSteps},
-		{"video_tokens", c.VideoTokens}, {"context_tokens", c.ContextTokens},
+		{"hidden_dim", c.HiddenDim, maxWidth}, {"ffn_dim", c.FFNDim, maxWidth}, {"num_heads", c.NumHeads, maxHeads},
+		{"attn_head_dim", c.HeadDim, maxHeadDim}, {"num_layers", c.NumLayers, maxLayers}, {"text_dim", c.TextDim, maxWidth},
+		{"freq_dim", c.FreqDim, maxWidth}, {"action_dim", c.ActionDim, maxActionDim}, {"action_tokens", c.ActionSteps, ropeMaxPositions},
+		{"video_tokens", c.VideoTokens, maxTokens}, {"context_tokens", c.ContextTokens, maxTokens},
 	} {
 		if f.v <= 0 {
 			return fmt.Errorf("cpu: config %s must be positive, got %d", f.name, f.v)
+		}
+		if f.v > f.max {
+			return fmt.Errorf("cpu: config %s is %d, above the limit of %d", f.name, f.v, f.max)
 		}
 	}
 	if c.HeadDim%2 != 0 {
@@ -84,13 +109,65 @@ func (c Config) Validate() error {
 	if c.FreqDim%2 != 0 {
 		return fmt.Errorf("cpu: config freq_dim must be even, got %d", c.FreqDim)
 	}
-	if c.ActionSteps > ropeMaxPositions {
-		return fmt.Errorf("cpu: %d action tokens exceed the %d RoPE positions", c.ActionSteps, ropeMaxPositions)
+	if a := c.NumHeads * c.HeadDim; a > maxWidth { // both at most 1024: no overflow
+		return fmt.Errorf("cpu: config attention width num_heads*attn_head_dim = %d*%d = %d is above the limit of %d",
+			c.NumHeads, c.HeadDim, a, maxWidth)
 	}
-	if !(c.Eps > 0) {
-		return fmt.Errorf("cpu: config eps must be positive, got %v", c.Eps)
+	if !(c.Eps > 0) || c.Eps > 1 {
+		return fmt.Errorf("cpu: config eps must be in (0, 1], got %v", c.Eps)
+	}
+	n, ok := c.numParams()
+	if !ok || n > MaxParams {
+		return fmt.Errorf("cpu: config describes more than %d parameters (%d layers, hidden %d, %dx%d heads, ffn %d, text %d)",
+			MaxParams, c.NumLayers, c.HiddenDim, c.NumHeads, c.HeadDim, c.FFNDim, c.TextDim)
 	}
 	return nil
+}
+
+// numParams counts the scalar parameters of the configuration (spec §1)
+// with overflow-checked arithmetic; ok is false when the count does not fit
+// an int. It must agree with the tensor list of params.
+func (c Config) numParams() (n int, ok bool) {
+	D, F, A, T, f, a := c.HiddenDim, c.FFNDim, c.attn(), c.TextDim, c.FreqDim, c.ActionDim
+	var acc checked
+	// action encoder, text embedding, time embedding, time projection, head
+	top := acc.sum(acc.mul(D, a), D, acc.mul(D, T), D, acc.mul(D, D), D,
+		acc.mul(D, f), D, acc.mul(D, D), D, acc.mul(6, D, D), acc.mul(6, D), acc.mul(a, D), a)
+	// modulation; self q,k,v,o; norms; cross q,k,v,o; norms; norm3; ffn
+	layer := acc.sum(acc.mul(6, D),
+		acc.mul(3, acc.sum(acc.mul(A, D), A)), acc.mul(D, A), D, acc.mul(2, A),
+		acc.mul(3, acc.sum(acc.mul(A, D), A)), acc.mul(D, A), D, acc.mul(2, A),
+		acc.mul(2, D), acc.mul(F, D), F, acc.mul(D, F), D)
+	n = acc.sum(top, acc.mul(c.NumLayers, layer))
+	return n, !acc.overflow
+}
+
+// checked is int arithmetic that remembers whether any result overflowed
+// (operands are non-negative).
+type checked struct{ overflow bool }
+
+func (k *checked) mul(v ...int) int {
+	p := 1
+	for _, x := range v {
+		if x < 0 || (x != 0 && p > math.MaxInt/x) {
+			k.overflow = true
+			return 0
+		}
+		p *= x
+	}
+	return p
+}
+
+func (k *checked) sum(v ...int) int {
+	s := 0
+	for _, x := range v {
+		if x < 0 || s > math.MaxInt-x {
+			k.overflow = true
+			return 0
+		}
+		s += x
+	}
+	return s
 }
 
 // Dims is the step contract of this configuration.

@@ -81,7 +81,7 @@ func TestWeightErrorsNameTheTensor(t *testing.T) {
 			e := m["head.bias"]
 			e.dtype = "I32"
 			m["head.bias"] = e
-		}, []string{`"head.bias" has dtype I32`}},
+		}, []string{"head.bias has dtype I32, want F32, F16 or BF16"}},
 		{"NaN weight", func(m map[string]tensorEntry) {
 			b := append([]byte(nil), m["blocks.0.norm3.bias"].data...)
 			binary.LittleEndian.PutUint32(b[8:], math.Float32bits(float32(math.NaN())))
@@ -89,7 +89,7 @@ func TestWeightErrorsNameTheTensor(t *testing.T) {
 		}, []string{"blocks.0.norm3.bias[2] is NaN"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseWeights("w.safetensors", rewrite(t, tc.edit), nil)
+			_, err := ParseWeights(context.Background(), "w.safetensors", rewrite(t, tc.edit), nil)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -110,10 +110,10 @@ func TestWeightFileErrors(t *testing.T) {
 	}
 	trunc := filepath.Join(dir, "trunc.safetensors")
 	os.WriteFile(trunc, src[:len(src)-100], 0o644)
-	if _, err := LoadWeights(trunc, nil); err == nil || !strings.Contains(err.Error(), "trunc.safetensors") {
+	if _, err := LoadWeights(context.Background(), trunc, nil); err == nil || !strings.Contains(err.Error(), "trunc.safetensors") {
 		t.Errorf("truncated: %v", err)
 	}
-	if _, err := LoadWeights(filepath.Join(dir, "absent.safetensors"), nil); err == nil {
+	if _, err := LoadWeights(context.Background(), filepath.Join(dir, "absent.safetensors"), nil); err == nil {
 		t.Error("absent file loaded")
 	}
 	// No metadata and no JSON beside: the configuration is unknown.
@@ -121,18 +121,18 @@ func TestWeightFileErrors(t *testing.T) {
 	noMeta = stripMetadata(t, noMeta)
 	p := filepath.Join(dir, "plain.safetensors")
 	os.WriteFile(p, noMeta, 0o644)
-	if _, err := LoadWeights(p, nil); err == nil || !strings.Contains(err.Error(), "configuration is unknown") {
+	if _, err := LoadWeights(context.Background(), p, nil); err == nil || !strings.Contains(err.Error(), "configuration is unknown") {
 		t.Errorf("no config: %v", err)
 	}
 	// A JSON beside the file supplies it.
 	cfgJSON, _ := fs.ReadFile(golden.Tiny(), "tiny/config.json")
 	os.WriteFile(filepath.Join(dir, "plain.json"), cfgJSON, 0o644)
-	if _, err := LoadWeights(p, nil); err != nil {
+	if _, err := LoadWeights(context.Background(), p, nil); err != nil {
 		t.Errorf("config beside the weights: %v", err)
 	}
 	// A wrong explicit configuration reports the mismatch by name.
 	cfg := FullConfig()
-	if _, err := LoadWeights(p, &cfg); err == nil || !strings.Contains(err.Error(), "action_encoder.weight has shape [64 7], want [1024 7]") {
+	if _, err := LoadWeights(context.Background(), p, &cfg); err == nil || !strings.Contains(err.Error(), "action_encoder.weight has shape [64 7], want [1024 7]") {
 		t.Errorf("full config on tiny weights: %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func tinyWeights(t testing.TB, name string) *Weights {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ParseWeights(name, b, nil)
+	w, err := ParseWeights(context.Background(), name, b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

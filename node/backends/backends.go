@@ -24,7 +24,7 @@ func Open(ctx context.Context, p node.Params, logf func(format string, args ...a
 	case node.BackendHTP:
 		return OpenHTP(ctx, p.HTP, logf)
 	case node.BackendCPU:
-		return OpenCPU(p.CPU)
+		return OpenCPU(ctx, p.CPU)
 	}
 	return nil, fmt.Errorf("backends: unknown backend %q (want %q or %q)", p.Backend, node.BackendHTP, node.BackendCPU)
 }
@@ -52,9 +52,10 @@ func OpenHTP(ctx context.Context, h node.HTPParams, logf func(format string, arg
 	return b, nil
 }
 
-// OpenCPU loads the weights and sizes the inputs as c says.
-func OpenCPU(c node.CPUParams) (*cpu.Backend, error) {
-	w, err := cpu.LoadWeights(c.Weights, nil)
+// OpenCPU loads the weights and sizes the inputs as c says; ctx stops a
+// long load between tensors.
+func OpenCPU(ctx context.Context, c node.CPUParams) (*cpu.Backend, error) {
+	w, err := cpu.LoadWeights(ctx, c.Weights, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open CPU backend: %w", err)
 	}
