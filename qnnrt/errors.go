@@ -6,21 +6,26 @@ import (
 )
 
 // Error is a failed QNN call: the operation, the QNN error code (the low 16
-// bits of the returned Qnn_ErrorHandle_t), the code's name and the text the
-// library gives for it.
+// bits of the returned Qnn_ErrorHandle_t), the code's name, the text the
+// library gives for it and the reason the library logged.
 type Error struct {
 	Op      string // the QNN function and its subject, e.g. `graphExecute "action_step"`
 	Code    uint64 // the QNN error code, e.g. 1007
 	Name    string // the code's name, e.g. QNN_COMMON_ERROR_SYSTEM_COMMUNICATION
 	Message string // the library's message for the code, or "" when it has none
+	Log     string // the last ERROR line the library logged during the call, or ""
 }
 
 // Error formats the error as
-// `qnnrt: <op>: <NAME> (<code>): <message>`.
+// `qnnrt: <op>: <NAME> (<code>): <message>; QNN log: <log>`, leaving out
+// the parts that are empty.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("qnnrt: %s: %s (%d)", e.Op, e.Name, e.Code)
 	if e.Message != "" {
 		s += ": " + e.Message
+	}
+	if e.Log != "" && e.Log != e.Message {
+		s += "; QNN log: " + e.Log
 	}
 	return s
 }
