@@ -735,3 +735,106 @@ func TestConcurrentRuns(t *testing.T) {
 		t.Errorf("%d executes", gr.Stats().Executes)
 	}
 }
+
+// TestPerfVoteParts checks the DCVS and RPC parts of the vote are sent in
+// separate setPowerConfig calls, that each part's failure is a warning
+// naming that part (the session still opens), that NoRPCVote sends only
+// the DCVS part, and that the down-vote follows only an applied DCVS part.
+func TestPerfVoteParts(t *testing.T) {
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
+	for _, tc := range []struct {
+		name     string
+		fail     int // setPowerConfig call that fails (0 = none)
+		noRPC    bool
+		status   PerfStatus
+		options  [][]uint32 // options of each setPowerConfig call that was accepted, the down-vote included
+		warnings []string
+	}{
+		{"both applied", 0, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteApplied},
+			[][]uint32{{1}, {2, 3}, {1}}, nil},
+		{"DCVS refused", 1, false, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteApplied},
+			[][]uint32{{2, 3}}, []string{"performance mode burst: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)"}},
+		{"RPC refused", 2, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteFailed},
+			[][]uint32{{1}, {1}}, []string{"performance mode burst: the RPC part of the vote (control latency 100 us, polling time 9999 us) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)"}},
+		{"RPC skipped", 0, true, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteSkipped},
+			[][]uint32{{1}, {1}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := fakeLib(t, qnnfake.Variant{})
+			l := openFake(t, fk)
+			if tc.fail != 0 {
+				fk.FailCall("setPowerConfig", 13003, tc.fail)
+			}
+			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, NoRPCVote: tc.noRPC})
+			if got := s.PerfStatus(); got != tc.status {
+				t.Errorf("status %+v, want %+v", got, tc.status)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var calls [][]uint32
+			last := 0
+			for _, v := range fk.PowerVotes() {
+				if v.Call != last {
+					calls = append(calls, nil)
+					last = v.Call
+				}
+				calls[len(calls)-1] = append(calls[len(calls)-1], v.Option)
+			}
+			if fmt.Sprint(calls) != fmt.Sprint(tc.options) {
+				t.Errorf("setPowerConfig calls carried options %v, want %v", calls, tc.options)
+			}
+			w := l.Warnings()
+			if len(w) != len(tc.warnings) {
+				t.Fatalf("warnings %q, want %q", w, tc.warnings)
+			}
+			for i := range w {
+				if !strings.Contains(w[i], tc.warnings[i]) {
+					t.Errorf("warning %q lacks %q", w[i], tc.warnings[i])
+				}
+			}
+			checkClean(t, fk)
+		})
+	}
+}
+
+// TestPerfNotAppliedReasons checks the warning names the real cause when
+// no vote can be cast.
+func TestPerfNotAppliedReasons(t *testing.T) {
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
+	for _, tc := range []struct {
+		name  string
+		setup func(*qnnfake.Lib)
+		want  string
+	}{
+		{"no device capability", func(fk *qnnfake.Lib) { fk.SetDeviceSupported(false) },
+			"the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered 1000, not SUPPORTED 0), so no device was created"},
+		{"no deviceGetInfrastructure", func(fk *qnnfake.Lib) { fk.OmitFunction("deviceGetInfrastructure", true) },
+			`deviceCreate succeeded but provider "FAKE_HTP" (backend 6, API 2.32.0, backend API 5.43.0) has no deviceGetInfrastructure (its table entry 39 is NULL)`},
+		{"no deviceCreate", func(fk *qnnfake.Lib) { fk.OmitFunction("deviceCreate", true) },
+			`provider "FAKE_HTP" (backend 6, API 2.32.0, backend API 5.43.0) has no propertyHasCapability or deviceCreate entry, so no device was created`},
+		{"infrastructure not supported", func(fk *qnnfake.Lib) { fk.FailCall("deviceGetInfrastructure", 1000, 0) },
+			"deviceCreate succeeded but qnnrt: deviceGetInfrastructure: QNN_COMMON_ERROR_NOT_SUPPORTED (1000)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := fakeLib(t, qnnfake.Variant{})
+			tc.setup(fk)
+			l := openFake(t, fk)
+			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst})
+			w := l.Warnings()
+			if len(w) != 1 || !strings.Contains(w[0], "qnnrt: performance mode burst not applied: "+tc.want) {
+				t.Errorf("warnings %q, want one containing %q", w, tc.want)
+			}
+			if st := s.PerfStatus(); st.DCVS != VoteNotSent || st.RPC != VoteNotSent || !strings.Contains(st.Reason, tc.want) {
+				t.Errorf("status %+v", st)
+			}
+			if len(fk.PowerVotes()) != 0 {
+				t.Errorf("votes cast: %+v", fk.PowerVotes())
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, fk)
+		})
+	}
+}
