@@ -14,17 +14,26 @@ type Error struct {
 	Name    string // the code's name, e.g. QNN_COMMON_ERROR_SYSTEM_COMMUNICATION
 	Message string // the library's message for the code, or "" when it has none
 	Log     string // the last ERROR line the library logged during the call, or ""
+	// LogFirst is the first ERROR line of the call when it logged more
+	// than one: real backends log the root cause first.
+	LogFirst string
+	LogLines int // how many ERROR lines the library logged during the call
 }
 
 // Error formats the error as
-// `qnnrt: <op>: <NAME> (<code>): <message>; QNN log: <log>`, leaving out
-// the parts that are empty.
+// `qnnrt: <op>: <NAME> (<code>): <message>; QNN log: <log>`, or with
+// several ERROR lines
+// `...; QNN log: <first> (first of <n> ERROR lines; last: <log>)`, leaving
+// out the parts that are empty.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("qnnrt: %s: %s (%d)", e.Op, e.Name, e.Code)
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
-	if e.Log != "" && e.Log != e.Message {
+	switch {
+	case e.LogFirst != "" && e.LogFirst != e.Log:
+		s += fmt.Sprintf("; QNN log: %s (first of %d ERROR lines; last: %s)", e.LogFirst, e.LogLines, e.Log)
+	case e.Log != "" && e.Log != e.Message:
 		s += "; QNN log: " + e.Log
 	}
 	return s

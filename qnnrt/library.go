@@ -384,7 +384,10 @@ func (l *Library) call(op string, fn uintptr, args ...uintptr) error {
 func (l *Library) failed(op string, ret uint64, mark uint64) *Error {
 	logged := l.logs.errorSince(mark)
 	e := l.qnnError(op, ret)
-	e.Log = logged
+	e.Log, e.LogLines = logged.last, int(logged.n)
+	if logged.n > 1 {
+		e.LogFirst = logged.first
+	}
 	return e
 }
 

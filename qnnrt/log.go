@@ -230,10 +230,10 @@ type logSink struct {
 	errors atomic.Uint64 // ERROR lines seen
 
 	mu         sync.Mutex
-	lastError  string
-	window     time.Time // start of the current one-second window
-	inWindow   int       // lines delivered in it
-	suppressed int       // lines dropped in it
+	recent     [errorRing]string // the last ERROR lines; line n (1-based) at recent[n%errorRing]
+	window     time.Time         // start of the current one-second window
+	inWindow   int               // lines delivered in it
+	suppressed int               // lines dropped in it
 }
 
 func newLogSink(out func(LogLine), perSecond int) *logSink {
@@ -249,8 +249,9 @@ func newLogSink(out func(LogLine), perSecond int) *logSink {
 func (s *logSink) deliver(line LogLine) {
 	s.mu.Lock()
 	if line.Level == LogError {
-		s.lastError = line.Text
-		s.errors.Add(1)
+		n := s.errors.Load() + 1
+		s.recent[n%errorRing] = line.Text
+		s.errors.Store(n) // under s.mu: the only writer
 	}
 	if s.out == nil {
 		s.mu.Unlock()
@@ -308,17 +309,36 @@ func (s *logSink) mark() uint64 {
 	return s.errors.Load()
 }
 
-// errorSince returns the last ERROR line logged since mark was taken, or "".
-// With calls running concurrently in several sessions the line may belong
-// to another session's call: QNN's callback does not say who logged it.
-func (s *logSink) errorSince(mark uint64) string {
+// errorRing is how many recent ERROR lines a sink keeps.
+const errorRing = 64
+
+// callErrors are the ERROR lines logged during one call.
+type callErrors struct {
+	first, last string
+	n           uint64 // how many
+}
+
+// errorSince returns the ERROR lines logged since mark was taken: a real
+// backend logs the root cause first and the outermost failure last (the
+// x86 HTP emulator, failing contextCreateFromBinary: "Serializer failed to
+// get context blob." first, "Failed to create context from binary with
+// err 0x753a" last). With more lines than the sink keeps, first is the
+// oldest one kept. With calls running concurrently in several sessions the
+// lines may belong to another session's call: QNN's callback does not say
+// who logged them.
+func (s *logSink) errorSince(mark uint64) callErrors {
 	if s == nil {
-		return ""
+		return callErrors{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.errors.Load() == mark {
-		return ""
+	n := s.errors.Load()
+	if n <= mark {
+		return callErrors{}
 	}
-	return s.lastError
+	first := mark + 1
+	if n-mark > errorRing {
+		first = n - errorRing + 1
+	}
+	return callErrors{first: s.recent[first%errorRing], last: s.recent[n%errorRing], n: n - mark}
 }

@@ -215,7 +215,7 @@ func TestLogRateLimit(t *testing.T) {
 	if len(got) != 3 || got[2].Text != "2" {
 		t.Fatalf("first second delivered %+v, want lines 0..2", got)
 	}
-	if s.errorSince(0) != "boom" {
+	if s.errorSince(0).last != "boom" {
 		t.Error("a suppressed ERROR line was not kept for errors")
 	}
 	now = t0.Add(999 * time.Millisecond)
@@ -311,5 +311,38 @@ func TestLogCallbackWithoutCgo(t *testing.T) {
 		if !strings.Contains(string(out), "--- PASS: "+name) {
 			t.Errorf("CGO_ENABLED=0 run did not pass %s:\n%s", name, out)
 		}
+	}
+}
+
+// TestCallErrors checks the first and last ERROR lines since a mark, the
+// ring's bound, and how an *Error shows them.
+func TestCallErrors(t *testing.T) {
+	s := newLogSink(nil, 0)
+	s.deliver(LogLine{Level: LogError, Text: "before"})
+	m := s.mark()
+	if got := s.errorSince(m); got != (callErrors{}) {
+		t.Errorf("no line since the mark: %+v", got)
+	}
+	s.deliver(LogLine{Level: LogError, Text: "Serializer failed to get context blob."})
+	s.deliver(LogLine{Level: LogInfo, Text: "not an error"})
+	s.deliver(LogLine{Level: LogError, Text: "Failed to create context from binary with err 0x753a"})
+	got := s.errorSince(m)
+	if got != (callErrors{first: "Serializer failed to get context blob.", last: "Failed to create context from binary with err 0x753a", n: 2}) {
+		t.Errorf("errorSince %+v", got)
+	}
+	m = s.mark()
+	for i := range errorRing + 10 {
+		s.deliver(LogLine{Level: LogError, Text: fmt.Sprint(i)})
+	}
+	if got := s.errorSince(m); got.n != errorRing+10 || got.first != "10" || got.last != fmt.Sprint(errorRing+9) {
+		t.Errorf("past the ring: %+v, want the oldest kept line first", got)
+	}
+	e := &Error{Op: "contextCreateFromBinary", Code: 30010, Name: ErrorName(30010), Log: "last one", LogFirst: "root cause", LogLines: 4}
+	if want := "qnnrt: contextCreateFromBinary: QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY (30010); QNN log: root cause (first of 4 ERROR lines; last: last one)"; e.Error() != want {
+		t.Errorf("Error() = %q, want %q", e.Error(), want)
+	}
+	e.LogFirst, e.LogLines = "", 1
+	if want := "qnnrt: contextCreateFromBinary: QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY (30010); QNN log: last one"; e.Error() != want {
+		t.Errorf("Error() = %q, want %q", e.Error(), want)
 	}
 }

@@ -169,9 +169,9 @@ func (s *Session) PerfStatus() PerfStatus {
 }
 
 // votePerf creates the power config id and casts the session's vote: the
-// DCVS part and the RPC part in separate setPowerConfig calls (one
-// backend crashes when they come together), each failure a warning
-// naming the part. A session without a device or perf infrastructure
+// DCVS part and the RPC part in separate setPowerConfig calls, each
+// failure a warning naming the part; the RPC part is not sent when the
+// DCVS part failed. A session without a device or perf infrastructure
 // gets no vote and a warning naming the cause. A broken infrastructure
 // (wrong type, missing functions) and a failing createPowerConfigId are
 // errors.
@@ -223,17 +223,25 @@ func (s *Session) votePerf() error {
 	}
 	s.perf = perfState{infra: p, id: id, active: true}
 	v := voteFor(m)
+	rpc := rpcConfigs(v)
 	if err := s.setPower(s.dcvsConfigs(v)); err != nil {
 		s.status.DCVS = VoteFailed
-		l.warnOnce("perf-dcvs", "qnnrt: performance mode %s: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: %v", m, err)
+		also := ""
+		if len(rpc) > 0 && !s.opts.NoRPCVote {
+			also = "; the RPC part is not sent after it (the perf transport already refuses votes)"
+		}
+		l.warnOnce("perf-dcvs", "qnnrt: performance mode %s: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: %v%s", m, err, also)
 	} else {
 		s.status.DCVS = VoteApplied
 	}
-	rpc := rpcConfigs(v)
 	switch {
 	case len(rpc) == 0:
 	case s.opts.NoRPCVote:
 		s.status.RPC = VoteSkipped
+	case s.status.DCVS == VoteFailed:
+		// Qualcomm's x86 HTP emulator refuses the DCVS part (13003) and
+		// then crashes inside setPowerConfig on the RPC part: a transport
+		// that refused one vote is not sent another.
 	default:
 		if err := s.setPower(rpc); err != nil {
 			s.status.RPC = VoteFailed

@@ -752,8 +752,11 @@ func TestPerfVoteParts(t *testing.T) {
 	}{
 		{"both applied", 0, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteApplied},
 			[][]uint32{{1}, {2, 3}, {1}}, nil},
-		{"DCVS refused", 1, false, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteApplied},
-			[][]uint32{{2, 3}}, []string{"performance mode burst: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)"}},
+		// A transport that refused the DCVS part is not sent the RPC part
+		// (the x86 HTP emulator crashes on it after refusing the first).
+		{"DCVS refused", 1, false, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteNotSent},
+			nil, []string{"performance mode burst: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)",
+				"; the RPC part is not sent after it"}},
 		{"RPC refused", 2, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteFailed},
 			[][]uint32{{1}, {1}}, []string{"performance mode burst: the RPC part of the vote (control latency 100 us, polling time 9999 us) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)"}},
 		{"RPC skipped", 0, true, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteSkipped},
@@ -784,13 +787,13 @@ func TestPerfVoteParts(t *testing.T) {
 			if fmt.Sprint(calls) != fmt.Sprint(tc.options) {
 				t.Errorf("setPowerConfig calls carried options %v, want %v", calls, tc.options)
 			}
-			w := l.Warnings()
-			if len(w) != len(tc.warnings) {
-				t.Fatalf("warnings %q, want %q", w, tc.warnings)
+			w := strings.Join(l.Warnings(), "\n")
+			if (len(tc.warnings) == 0) != (w == "") || len(l.Warnings()) > 1 {
+				t.Fatalf("warnings %q, want one with %q", w, tc.warnings)
 			}
-			for i := range w {
-				if !strings.Contains(w[i], tc.warnings[i]) {
-					t.Errorf("warning %q lacks %q", w[i], tc.warnings[i])
+			for _, part := range tc.warnings {
+				if !strings.Contains(w, part) {
+					t.Errorf("warning %q lacks %q", w, part)
 				}
 			}
 			checkClean(t, fk)
