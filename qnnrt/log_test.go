@@ -346,3 +346,22 @@ func TestCallErrors(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", e.Error(), want)
 	}
 }
+
+// BenchmarkLogLine measures one library log line through the callback:
+// vsnprintf, routing and a discarding sink.
+func BenchmarkLogLine(b *testing.B) {
+	fk := qnnfake.New(b, qnnfake.Variant{})
+	o := libOpts(fk)
+	o.LogSink, o.LogLinesPerSecond = func(LogLine) {}, -1
+	l, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	newSession(b, l, SessionOptions{ContextPath: writeBinary(b, actionBinary(qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims()))), LogLevel: 5})
+	b.ReportAllocs()
+	for b.Loop() {
+		fk.EmitLog(2, "benchmark", -1, 2, 3, 4.5, 0x1234)
+	}
+}
+
