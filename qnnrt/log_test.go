@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 )
@@ -365,3 +366,33 @@ func BenchmarkLogLine(b *testing.B) {
 	}
 }
 
+// TestLogHostileLines checks what a library can throw at the callback: a
+// NULL format or va_list, invalid UTF-8, a level outside the enum.
+func TestLogHostileLines(t *testing.T) {
+	fk := fakeLib(t, qnnfake.Variant{})
+	l, c := openLogged(t, fk)
+	newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims()))), LogLevel: 5})
+	c.take()
+	fk.EmitLog(2, "bad \xff\xfe bytes", 1, 2, 3, 4, 5)
+	fk.EmitLog(0, "level zero", 1, 2, 3, 4, 5)
+	got := c.take()
+	if len(got) != 2 {
+		t.Fatalf("got %+v", got)
+	}
+	if want := strings.ToValidUTF8(emitted("fake_emit_log", "bad \xff\xfe bytes", 1, 2, 3, 4, 5), "\uFFFD"); got[0].Text != want {
+		t.Errorf("invalid UTF-8: %q, want %q", got[0].Text, want)
+	}
+	if got[1].Level.String() != "LEVEL(0)" || !strings.Contains(got[1].Text, "level zero") {
+		t.Errorf("level 0 line %+v", got[1])
+	}
+	if _, err := router.callback(); err != nil {
+		t.Fatal(err)
+	}
+	if s := router.format(nil, nil); s != "" {
+		t.Errorf("NULL format gave %q", s)
+	}
+	f := []byte("no va_list: %d %s\n\x00")
+	if s := router.format(unsafe.Pointer(&f[0]), nil); s != "no va_list: %d %s" {
+		t.Errorf("NULL va_list gave %q, want the format unformatted", s)
+	}
+}
