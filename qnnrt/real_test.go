@@ -17,7 +17,10 @@ func realLib(t *testing.T, name string) string {
 	if dir == "" {
 		t.Skip("QNNRT_REAL_LIBS is not set (a directory with Qualcomm's x86_64 QNN 2.25 libQnnSaver.so and libQnnHtpQemu.so)")
 	}
-	p := filepath.Join(dir, name)
+	p, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("no %s: %v", name, err)
 	}
@@ -41,8 +44,9 @@ func openReal(t *testing.T, backend string) (*Library, *logCapture) {
 // TestRealSaverProfiling: Qualcomm's Saver backend answers profileGetEvents
 // with 4950 after every execute; the executes must still succeed.
 func TestRealSaverProfiling(t *testing.T) {
-	l, _ := openReal(t, realLib(t, "libQnnSaver.so"))
-	t.Chdir(t.TempDir()) // the Saver writes saver_output/ into the working directory
+	path := realLib(t, "libQnnSaver.so")
+	t.Chdir(t.TempDir()) // the Saver writes saver_output/ into the working directory: never into the repository
+	l, _ := openReal(t, path)
 	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
 	s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), Profiling: true, PerfMode: PerfBurst})
 	gr, _ := s.Graph("action_step")
@@ -67,6 +71,7 @@ func TestRealSaverProfiling(t *testing.T) {
 func TestRealHtpQemuLogging(t *testing.T) {
 	path := realLib(t, "libQnnHtpQemu.so")
 	t.Setenv("QNN_HTP_QEMU_ARGS", "-none") // without it deviceCreate forks an emulator and waits for it
+	t.Chdir(t.TempDir())
 	l, c := openReal(t, path)
 	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
 	_, err := l.NewSession(t.Context(), SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, LogLevel: int(LogDebug)})
