@@ -37,6 +37,8 @@ PARAMETERS = [
     ("htp.graph_name", "graph name inside the context binary"),
     ("htp.performance_mode", "HTP performance mode: burst, high_performance, balanced, power_saver, default"),
     ("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs"),
+    ("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)"),
+    ("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)"),
     ("cpu.weights", "path of the action expert's safetensors weights"),
     ("cpu.threads", "BLAS threads of the CPU backend (0 = its default)"),
     ("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)"),

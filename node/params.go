@@ -81,6 +81,8 @@ type HTPParams struct {
 	GraphName       string // graph inside the context binary
 	PerformanceMode string // burst, high_performance, balanced, power_saver or default
 	SharedBuffers   bool   // zero-copy rpcmem inputs when available
+	LogLevel        int    // QNN library log level, 1 (error) to 5 (debug); its lines go to the node's logger
+	RPCVote         bool   // send the RPC options of the performance vote (control latency, polling time)
 }
 
 // CPUParams configures the pure-Go CPU backend.
@@ -137,6 +139,8 @@ func DefaultParams() Params {
 			GraphName:       "action_step",
 			PerformanceMode: "burst",
 			SharedBuffers:   true,
+			LogLevel:        2,
+			RPCVote:         true,
 		},
 		Steps: 10,
 		Shift: 5,
@@ -253,6 +257,8 @@ func paramDefs() []paramDef {
 			return fmt.Errorf("must be one of %s, got %q", strings.Join(perfModes(), ", "), v.s)
 		}, func(p *Params) any { return p.HTP.PerformanceMode }},
 		boolean("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs", func(p *Params) *bool { return &p.HTP.SharedBuffers }),
+		integer("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)", 1, 5, func(p *Params) *int { return &p.HTP.LogLevel }),
+		boolean("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)", func(p *Params) *bool { return &p.HTP.RPCVote }),
 		str("cpu.weights", "path of the action expert's safetensors weights", func(p *Params) *string { return &p.CPU.Weights }),
 		integer("cpu.threads", "BLAS threads of the CPU backend (0 = its default)", 0, 1024, func(p *Params) *int { return &p.CPU.Threads }),
 		integer("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)", 0, 1<<20, func(p *Params) *int { return &p.CPU.VideoTokens }),

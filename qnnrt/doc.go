@@ -17,7 +17,19 @@
 // registered rpcmem shared buffers (ShareInputs), with a reported fallback
 // to RAW buffers.
 //
-// QNN failures are *Error values carrying the code, its name and the
-// library's message. errors.Is(err, ErrSubsystemRestart) identifies a DSP
-// subsystem restart (1007): close the session and create a new one.
+// Logging: sessions create their QNN logger with a real QnnLog_Callback_t
+// (one per process, made with purego.NewCallback) that formats each line
+// with libc's vsnprintf and hands it, rate-limited, to Options.LogSink.
+// The callback may run on threads the library creates; that works with and
+// without cgo (purego's own runtime/cgo replacement accepts foreign
+// threads; TestLogCallbackWithoutCgo checks it).
+//
+// Performance votes go in two setPowerConfig calls, the DCVS part and the
+// RPC part (SessionOptions.NoRPCVote leaves the latter out); Session.PerfStatus
+// says what became of each. A failing profiler never fails an execute.
+//
+// QNN failures are *Error values carrying the code, its name, the
+// library's message and the ERROR lines the library logged during the
+// call. errors.Is(err, ErrSubsystemRestart) identifies a DSP subsystem
+// restart (1007): close the session and create a new one.
 package qnnrt

@@ -6,21 +6,35 @@ import (
 )
 
 // Error is a failed QNN call: the operation, the QNN error code (the low 16
-// bits of the returned Qnn_ErrorHandle_t), the code's name and the text the
-// library gives for it.
+// bits of the returned Qnn_ErrorHandle_t), the code's name, the text the
+// library gives for it and the reason the library logged.
 type Error struct {
 	Op      string // the QNN function and its subject, e.g. `graphExecute "action_step"`
 	Code    uint64 // the QNN error code, e.g. 1007
 	Name    string // the code's name, e.g. QNN_COMMON_ERROR_SYSTEM_COMMUNICATION
 	Message string // the library's message for the code, or "" when it has none
+	Log     string // the last ERROR line the library logged during the call, or ""
+	// LogFirst is the first ERROR line of the call when it logged more
+	// than one: real backends log the root cause first.
+	LogFirst string
+	LogLines int // how many ERROR lines the library logged during the call
 }
 
 // Error formats the error as
-// `qnnrt: <op>: <NAME> (<code>): <message>`.
+// `qnnrt: <op>: <NAME> (<code>): <message>; QNN log: <log>`, or with
+// several ERROR lines
+// `...; QNN log: <first> (first of <n> ERROR lines; last: <log>)`, leaving
+// out the parts that are empty.
 func (e *Error) Error() string {
 	s := fmt.Sprintf("qnnrt: %s: %s (%d)", e.Op, e.Name, e.Code)
 	if e.Message != "" {
 		s += ": " + e.Message
+	}
+	switch {
+	case e.LogFirst != "" && e.LogFirst != e.Log:
+		s += fmt.Sprintf("; QNN log: %s (first of %d ERROR lines; last: %s)", e.LogFirst, e.LogLines, e.Log)
+	case e.Log != "" && e.Log != e.Message:
+		s += "; QNN log: " + e.Log
 	}
 	return s
 }

@@ -69,7 +69,7 @@ func checkTensors(graph, kind string, have []TensorInfo, want []TensorSpec) erro
 type Timing struct {
 	Host     time.Duration // wall time of the graphExecute call
 	Device   time.Duration // EXECUTE time the profiler reported (profiling only)
-	Profiled bool          // Device is valid
+	Profiled bool          // Device is valid; false when profiling is off or its events could not be read
 }
 
 // GraphStats counts a graph's traffic since it was retrieved.
@@ -78,6 +78,9 @@ type GraphStats struct {
 	BytesWritten uint64 // bytes converted into input buffers (RAW or shared)
 	BytesRead    uint64 // bytes converted out of output buffers
 	Shared       []string
+	// ProfileFailures counts successful executes whose profile events
+	// could not be read (their Timing has Profiled false).
+	ProfileFailures uint64
 }
 
 // Graph is a retrieved graph with its I/O buffers. Its methods are safe for
@@ -114,8 +117,8 @@ func (s *Session) retrieve(name string) (*Graph, error) {
 	g := &Graph{s: s, info: *gi}
 	l := s.lib
 	cname := cstringBytes(name)
-	if ret := ccall(l.core[fnGraphRetrieve], s.context, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&g.handle))); ret != 0 {
-		return nil, l.qnnError(fmt.Sprintf("graphRetrieve %q", name), ret)
+	if err := l.call(fmt.Sprintf("graphRetrieve %q", name), l.core[fnGraphRetrieve], s.context, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&g.handle))); err != nil {
+		return nil, err
 	}
 	size := 1024 + int(unsafe.Sizeof(qnnTensor{}))*(len(gi.Inputs)+len(gi.Outputs))
 	for _, t := range slices.Concat(gi.Inputs, gi.Outputs) {
@@ -349,23 +352,32 @@ func (g *Graph) execute() (Timing, error) {
 		s.profMu.Lock()
 		defer s.profMu.Unlock()
 	}
+	mark := l.logs.mark()
 	t0 := time.Now()
 	ret := ccall(l.core[fnGraphExecute], g.handle, uintptr(g.inArr), uintptr(len(g.in)),
 		uintptr(g.outArr), uintptr(len(g.out)), profile, 0)
 	tm := Timing{Host: time.Since(t0)}
 	if ret != 0 {
-		return tm, l.qnnError(fmt.Sprintf("graphExecute %q", g.info.Name), ret)
+		return tm, l.failed(fmt.Sprintf("graphExecute %q", g.info.Name), ret, mark)
 	}
 	g.stats.Executes++
 	if profile != 0 {
+		// The execute succeeded: a profiler that cannot be read costs the
+		// step its device time, never its output.
 		d, ok, err := g.readProfile(profile)
 		if err != nil {
-			return tm, err
+			g.stats.ProfileFailures++
+			l.warnOnce("profile-read", "qnnrt: graph %q: device execute times are missing (the executes themselves succeed): %v", g.info.Name, err)
+			d, ok = 0, false
 		}
 		tm.Device, tm.Profiled = d, ok
 	}
 	return tm, nil
 }
+
+// maxProfileEvents bounds the event count profileGetEvents may report;
+// more is taken for a corrupt answer rather than read.
+const maxProfileEvents = 1 << 16
 
 // readProfile returns the duration of the newest EXECUTE event of the
 // profile handle.
@@ -373,19 +385,22 @@ func (g *Graph) readProfile(profile uintptr) (time.Duration, bool, error) {
 	l := g.s.lib
 	idsOut, nOut, data := g.events, unsafe.Add(g.events, 8), unsafe.Add(g.events, 16)
 	*(*uintptr)(idsOut), *(*uint32)(nOut) = 0, 0
-	if ret := ccall(l.core[fnProfileGetEvents], profile, uintptr(idsOut), uintptr(nOut)); ret != 0 {
-		return 0, false, l.qnnError("profileGetEvents", ret)
+	if err := l.call("profileGetEvents", l.core[fnProfileGetEvents], profile, uintptr(idsOut), uintptr(nOut)); err != nil {
+		return 0, false, err
 	}
 	ids, n := *(*unsafe.Pointer)(idsOut), *(*uint32)(nOut)
 	if ids == nil || n == 0 {
 		return 0, false, nil
 	}
+	if n > maxProfileEvents {
+		return 0, false, fmt.Errorf("qnnrt: profileGetEvents reported %d events, more than the %d a basic profile can hold: not read", n, maxProfileEvents)
+	}
 	for i := int(n) - 1; i >= 0; i-- {
 		id := *(*uint64)(unsafe.Add(ids, 8*i))
 		ev := (*profileEventData)(data)
 		*ev = profileEventData{}
-		if ret := ccall(l.core[fnProfileGetEventData], uintptr(id), uintptr(data)); ret != 0 {
-			return 0, false, l.qnnError("profileGetEventData", ret)
+		if err := l.call("profileGetEventData", l.core[fnProfileGetEventData], uintptr(id), uintptr(data)); err != nil {
+			return 0, false, err
 		}
 		if ev.Type == profileEventExecute && ev.Unit == profileUnitMicrosec {
 			return time.Duration(ev.Value) * time.Microsecond, true, nil

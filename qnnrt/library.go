@@ -44,6 +44,19 @@ type Options struct {
 	// Logf, when set, receives the runtime's warnings (each reported once
 	// per Library), for example a fallback from shared to RAW buffers.
 	Logf func(format string, args ...any)
+	// LogSink, when set, receives the lines the QNN library logs through
+	// the runtime's log callback (up to each session's LogLevel), at most
+	// LogLinesPerSecond a second, then a line saying how many were
+	// suppressed. It may be called from any thread, concurrently, while
+	// the library is inside a QNN call: it must return quickly and must
+	// not call back into the Library or its sessions. QNN's callback does
+	// not say which handle logged a line, so with several Libraries open
+	// every LogSink receives every line. Whether set or not, the last
+	// ERROR line logged during a failed call is added to its *Error (Log).
+	LogSink func(LogLine)
+	// LogLinesPerSecond bounds the lines passed to LogSink per second: 0
+	// means DefaultLogLinesPerSecond, a negative value no limit.
+	LogLinesPerSecond int
 }
 
 // Version is a QNN API version.
@@ -97,6 +110,9 @@ type Library struct {
 	warnings []string
 	sessions map[*Session]struct{}
 	closed   bool
+
+	logs  *logSink // registered with the log router while the Library is open (nil for OpenSystem)
+	logFn uintptr  // the QnnLog_Callback_t for logCreate, 0 = platform default logging
 }
 
 // Open loads the backend and system libraries, chooses their providers and
@@ -129,8 +145,24 @@ func open(opts Options, withBackend bool) (*Library, error) {
 			l.unload()
 			return nil, err
 		}
+		l.startLogging()
 	}
 	return l, nil
+}
+
+// startLogging registers the Library's log sink with the process's log
+// router. Without a callback (an unsupported architecture, no libc
+// vsnprintf, purego's callbacks used up) sessions log through QNN's
+// platform default, which is said once as a warning.
+func (l *Library) startLogging() {
+	l.logs = newLogSink(l.opts.LogSink, l.opts.LogLinesPerSecond)
+	fn, err := router.callback()
+	if err != nil {
+		l.warnOnce("log-callback", "qnnrt: QNN log lines are not captured (platform default logging instead): %v", err)
+		return
+	}
+	l.logFn = fn
+	router.register(l.logs)
 }
 
 // setADSPPath exports ADSP_LIBRARY_PATH as Options.ADSPLibraryPath describes.
@@ -333,6 +365,32 @@ func (l *Library) loadSystem() error {
 	return nil
 }
 
+// call runs the QNN function fn and returns nil when it succeeds, else the
+// *Error for op carrying the last ERROR line the library logged during the
+// call.
+//
+//go:uintptrescapes
+func (l *Library) call(op string, fn uintptr, args ...uintptr) error {
+	mark := l.logs.mark()
+	if ret := ccall(fn, args...); ret != 0 {
+		return l.failed(op, ret, mark)
+	}
+	return nil
+}
+
+// failed builds the *Error of a call of op that returned ret, with the
+// last ERROR line logged since mark (read before errorGetMessage, which
+// may log too).
+func (l *Library) failed(op string, ret uint64, mark uint64) *Error {
+	logged := l.logs.errorSince(mark)
+	e := l.qnnError(op, ret)
+	e.Log, e.LogLines = logged.last, int(logged.n)
+	if logged.n > 1 {
+		e.LogFirst = logged.first
+	}
+	return e
+}
+
 // qnnError builds the Error for a failed call of op, with the backend's
 // message for the code when the backend offers one.
 func (l *Library) qnnError(op string, ret uint64) *Error {
@@ -388,6 +446,10 @@ func (l *Library) Close() error {
 	var errs []error
 	for _, s := range sessions {
 		errs = append(errs, s.Close())
+	}
+	if l.logs != nil {
+		router.unregister(l.logs)
+		l.logs.flush()
 	}
 	errs = append(errs, l.unload())
 	return errors.Join(errs...)

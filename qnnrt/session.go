@@ -25,9 +25,15 @@ type SessionOptions struct {
 	// and tells the backend so (QNN_CONTEXT_CONFIG_PERSISTENT_BINARY);
 	// otherwise it is unmapped as soon as the context is created.
 	PersistentBinary bool
-	// LogLevel is the QNN log level (1 error .. 5 debug) of the platform
-	// default logger; 0 means warnings.
+	// LogLevel is the QNN log level of the session's logger, 1 (error) to
+	// 5 (debug) as LogLevel numbers them; 0 means warnings. Lines up to it
+	// go to Options.LogSink.
 	LogLevel int
+	// NoRPCVote leaves the RPC options (control latency, polling time) out
+	// of the performance vote and sends only its DCVS part. Some backends
+	// cannot take them: Qualcomm's x86 HTP emulator crashes inside
+	// setPowerConfig when they are present.
+	NoRPCVote bool
 }
 
 // Session is a resident QNN session: log, backend, device, profile, context
@@ -46,6 +52,8 @@ type Session struct {
 	profile uintptr
 	context uintptr
 	perf    perfState
+	status  PerfStatus
+	noDev   string // why the session has no device handle, when it has none
 	binary  *mappedFile
 	scratch arena
 	graphs  []*Graph
@@ -113,29 +121,35 @@ func (s *Session) open(ctx context.Context) error {
 		return fmt.Errorf("qnnrt: load %s: %w", bin.path, err)
 	}
 
-	if ret := ccall(l.core[fnLogCreate], 0, uintptr(s.opts.LogLevel), uintptr(unsafe.Pointer(&s.log))); ret != 0 {
+	if err := l.call("logCreate", l.core[fnLogCreate], l.logFn, uintptr(s.opts.LogLevel), uintptr(unsafe.Pointer(&s.log))); err != nil {
 		s.log = 0
-		return l.qnnError("logCreate", ret)
+		return err
 	}
-	if ret := ccall(l.core[fnBackendCreate], s.log, 0, uintptr(unsafe.Pointer(&s.backend))); ret != 0 {
+	if err := l.call("backendCreate", l.core[fnBackendCreate], s.log, 0, uintptr(unsafe.Pointer(&s.backend))); err != nil {
 		s.backend = 0
-		return l.qnnError("backendCreate", ret)
+		return err
 	}
-	if fn := l.core[fnPropertyHasCapability]; fn != 0 && l.core[fnDeviceCreate] != 0 {
-		if ccall(fn, propertyGroupDevice) == propertySupported {
-			if ret := ccall(l.core[fnDeviceCreate], s.log, 0, uintptr(unsafe.Pointer(&s.device))); ret != 0 {
-				s.device = 0
-				return l.qnnError("deviceCreate", ret)
-			}
+	switch fn := l.core[fnPropertyHasCapability]; {
+	case fn == 0 || l.core[fnDeviceCreate] == 0:
+		s.noDev = fmt.Sprintf("provider %s has no propertyHasCapability or deviceCreate entry, so no device was created", l.provider)
+	default:
+		if ret := ccall(fn, propertyGroupDevice); ret != propertySupported {
+			s.noDev = fmt.Sprintf("the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered %d, not SUPPORTED %d), so no device was created",
+				ret, propertySupported)
+			break
+		}
+		if err := l.call("deviceCreate", l.core[fnDeviceCreate], s.log, 0, uintptr(unsafe.Pointer(&s.device))); err != nil {
+			s.device = 0
+			return err
 		}
 	}
 	if s.opts.Profiling {
 		if l.core[fnProfileCreate] == 0 || l.core[fnProfileGetEvents] == 0 || l.core[fnProfileGetEventData] == 0 || l.core[fnProfileFree] == 0 {
 			return fmt.Errorf("qnnrt: profiling requested but provider %s has no profile functions", l.provider)
 		}
-		if ret := ccall(l.core[fnProfileCreate], s.backend, profileLevelBasic, uintptr(unsafe.Pointer(&s.profile))); ret != 0 {
+		if err := l.call("profileCreate", l.core[fnProfileCreate], s.backend, profileLevelBasic, uintptr(unsafe.Pointer(&s.profile))); err != nil {
 			s.profile = 0
-			return l.qnnError("profileCreate", ret)
+			return err
 		}
 	}
 	if err := s.votePerf(); err != nil {
@@ -159,11 +173,10 @@ func (s *Session) open(ctx context.Context) error {
 		*(*unsafe.Pointer)(list) = cfg
 		configs = uintptr(list)
 	}
-	ret := ccall(l.core[fnContextCreateFromBinary], s.backend, s.device, configs,
-		uintptr(unsafe.Pointer(&bin.data[0])), uintptr(len(bin.data)), uintptr(unsafe.Pointer(&s.context)), 0)
-	if ret != 0 {
+	if err := l.call(fmt.Sprintf("contextCreateFromBinary %q", bin.path), l.core[fnContextCreateFromBinary], s.backend, s.device, configs,
+		uintptr(unsafe.Pointer(&bin.data[0])), uintptr(len(bin.data)), uintptr(unsafe.Pointer(&s.context)), 0); err != nil {
 		s.context = 0
-		return l.qnnError(fmt.Sprintf("contextCreateFromBinary %q", bin.path), ret)
+		return err
 	}
 	if !s.opts.PersistentBinary {
 		if err := s.binary.unmap(); err != nil {

@@ -170,9 +170,9 @@ func (g *Graph) register(rpc *rpcmemFns, t *ioTensor, tmp cmem) (*sharedBuffer, 
 	desc.Info[0] = uint64(uint32(fd))
 	hOut := tmp.ptr(int(unsafe.Sizeof(memDescriptor{})))
 	*(*uintptr)(hOut) = 0
-	if ret := ccall(l.core[fnMemRegister], g.s.context, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); ret != 0 {
+	if err := l.call(fmt.Sprintf("memRegister %q", t.info.Name), l.core[fnMemRegister], g.s.context, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); err != nil {
 		rpc.free(p)
-		return nil, l.qnnError(fmt.Sprintf("memRegister %q", t.info.Name), ret)
+		return nil, err
 	}
 	return &sharedBuffer{rpc: rpc, ptr: p, handle: *(*uintptr)(hOut)}, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,51 @@ func TestInspect(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "inspect"); code != 2 {
 		t.Errorf("no argument: exit %d, want 2", code)
+	}
+}
+
+// TestParityHTPLogsAndVote runs parity with the QNN log at DEBUG: the
+// library's formatted lines reach stderr with their level; -qnn-rpc-vote
+// false sends the DCVS part alone; a profiler that cannot be read marks
+// the device times missing and parity still passes.
+func TestParityHTPLogsAndVote(t *testing.T) {
+	lib, ctxPath, goldenPath := fakeContext(t)
+	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "1",
+		"-qnn-log-level", "5", "-qnn-rpc-vote=false"}
+	lib.FailCall("profileGetEvents", 4950, 0)
+	code, out, stderr := runCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	size := 0
+	if fi, err := os.Stat(ctxPath); err == nil {
+		size = int(fi.Size())
+	}
+	for _, want := range []string{
+		"qnn INFO: fakeqnn v2.43.0.fakeqnn: logger 0x",
+		fmt.Sprintf("qnn VERBOSE: deserializing context blob: %d bytes at 0x", size),
+		fmt.Sprintf(`created from %d bytes: 1 graph(s), SoC 77, build "fake-build"`, size),
+		`qnn DEBUG: graphExecute "action_step": 6 inputs, 1 outputs, execute 1, 1.500 ms (profile 0x`,
+		"qnn ERROR: profileGetEvents: injected failure (call 1, code 4950) (error 4950)",
+		"htp: qnnrt: graph \"action_step\": device execute times are missing",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, want := range []string{"perf burst (DCVS applied, RPC skipped)", "profiled execute ms (last chunk): missing", "PASS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, v := range lib.PowerVotes() {
+		if v.Option != 1 {
+			t.Errorf("RPC option %d sent with -qnn-rpc-vote=false", v.Option)
+		}
+	}
+	t.Logf("stderr:\n%s", stderr)
+	if code, _, stderr := runCmd(t, append(args[:len(args)-3], "-qnn-log-level", "6")...); code != 2 || !strings.Contains(stderr, "-qnn-log-level 6") {
+		t.Errorf("level 6: exit %d %s", code, stderr)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
@@ -25,6 +26,7 @@ type htpFlags struct {
 	profile    bool
 	shared     bool
 	logLevel   int
+	rpcVote    bool
 	headDim    int
 	stderr     io.Writer
 }
@@ -41,7 +43,19 @@ func (f *htpFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.profile, "profile", true, "HTP backend: profile every execute (basic level) and print device execute times")
 	fs.BoolVar(&f.shared, "shared-buffers", true, "HTP backend: keep the per-chunk inputs in registered rpcmem buffers (falls back to RAW buffers when unavailable)")
 	fs.IntVar(&f.headDim, "head-dim", htp.DefaultHeadDim, "HTP backend: attention head width used to read the key width as heads x head dim")
-	fs.IntVar(&f.logLevel, "qnn-log-level", 0, "HTP backend: QNN log level, 1 (error) to 5 (debug); 0 keeps warnings")
+	fs.IntVar(&f.logLevel, "qnn-log-level", 0, "HTP backend: QNN log level, 1 (error), 2 (warn), 3 (info), 4 (verbose) to 5 (debug); the library's lines up to it are printed to stderr; 0 means 2")
+	fs.BoolVar(&f.rpcVote, "qnn-rpc-vote", true, "HTP backend: send the RPC control-latency and polling-time options of the performance vote (in their own setPowerConfig call); false sends only the DCVS part")
+}
+
+// qnnLogWriter prints QNN log lines to w as "qnn <LEVEL>: <text>", one
+// write per line; the lines may come from several threads at once.
+func qnnLogWriter(w io.Writer) func(qnnrt.LogLine) {
+	var mu sync.Mutex
+	return func(l qnnrt.LogLine) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "qnn %s: %s\n", l.Level, l.Text)
+	}
 }
 
 func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
@@ -52,12 +66,16 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if err != nil {
 		return nil, "", usageError("-perf: %v", err)
 	}
+	if f.logLevel < 0 || f.logLevel > int(qnnrt.LogDebug) {
+		return nil, "", usageError("-qnn-log-level %d: want 1 (error) to 5 (debug), or 0 for the default", f.logLevel)
+	}
 	logf := func(format string, args ...any) { fmt.Fprintf(f.stderr, "htp: "+format+"\n", args...) }
 	b, err := htp.New(ctx, htp.Options{
 		ContextPath: f.context, GraphName: f.graph,
 		BackendLib: f.backendLib, SystemLib: f.systemLib, RPCMemLib: f.rpcmemLib,
 		ADSPLibraryPath: f.adspPath, PerfMode: mode, Profiling: f.profile,
 		SharedBuffers: f.shared, LogLevel: f.logLevel, Logf: logf, HeadDim: f.headDim,
+		LogSink: qnnLogWriter(f.stderr), NoRPCVote: !f.rpcVote,
 	})
 	if err != nil {
 		return nil, "", err
@@ -66,17 +84,25 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if b.SharedBuffers() {
 		buffers = "shared rpcmem buffers"
 	}
-	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", f.context, mode, buffers), nil
+	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", f.context, b.PerfStatus(), buffers), nil
 }
 
 // htpTimed exposes the HTP backend's profiled execute times to parity.
 type htpTimed struct{ *htp.Backend }
 
-// ExecuteTimes returns the device execute time of the last chunk's steps.
+// ExecuteTimes returns the device execute time of the last chunk's steps,
+// -1 for a step whose profile could not be read.
 func (h htpTimed) ExecuteTimes() []time.Duration {
-	ts, ok := h.Profile()
-	if !ok {
+	if _, ok := h.Profile(); !ok {
 		return nil
+	}
+	st := h.StepTimes()
+	ts := make([]time.Duration, len(st))
+	for i, t := range st {
+		ts[i] = t.Device
+		if !t.Profiled {
+			ts[i] = -1
+		}
 	}
 	return ts
 }

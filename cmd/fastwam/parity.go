@@ -252,6 +252,9 @@ func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string,
 			parts := make([]string, len(ts))
 			for i, t := range ts {
 				parts[i] = fmt.Sprintf("%.3f", float64(t)/1e6)
+				if t < 0 {
+					parts[i] = "missing"
+				}
 			}
 			fmt.Fprintf(w, "profiled execute ms (last chunk): %s\n", strings.Join(parts, " "))
 		}

@@ -327,7 +327,7 @@ func TestBackendParams(t *testing.T) {
 	code, out, stderr := runCmd(t, "replay", "-p", "backend:=htp", "-p", "htp.context_binary:="+ctxPath, "-head-dim", "16",
 		"-p", "htp.backend_library:="+lib.Path, "-p", "htp.system_library:="+lib.Path, "-p", "htp.rpcmem_library:="+lib.Path,
 		"-p", "htp.performance_mode:=balanced", "-p", "htp.shared_buffers:=false")
-	if code != 1 || !strings.Contains(out, "backend  htp, "+ctxPath+", perf balanced, RAW buffers") {
+	if code != 1 || !strings.Contains(out, "backend  htp, "+ctxPath+", perf balanced (DCVS applied, RPC not sent), RAW buffers") {
 		t.Errorf("htp backend from -p: exit %d, want 1 (the double's chunks differ) with the backend from the parameters\n%s%s", code, out, stderr)
 	}
 

@@ -103,7 +103,7 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	}
 	setGrace(p.ShutdownGrace)
 	log.Infof("%s: opening the %s backend", rn.FullyQualifiedName(), p.Backend)
-	b, err := backends.Open(ctx, p, log.Warnf)
+	b, err := backends.Open(ctx, p, log)
 	if err != nil {
 		return err
 	}

@@ -73,9 +73,21 @@ type Options struct {
 	// HeadDim is the head width used when Dims is nil. Default
 	// DefaultHeadDim.
 	HeadDim int
-	// LogLevel is the QNN log level (1 error .. 5 debug); 0 means warnings.
+	// LogLevel is the QNN log level (1 error .. 5 debug, as qnnrt.LogLevel
+	// numbers them): the library's lines up to it go to LogSink. 0 means
+	// warnings.
 	LogLevel int
-	// Logf receives warnings, such as the shared-buffer fallback.
+	// LogSink receives the QNN library's log lines (see
+	// qnnrt.Options.LogSink: any thread, must not call back into the
+	// backend). Nil drops them; the last ERROR line of a failed call is in
+	// its error either way.
+	LogSink func(qnnrt.LogLine)
+	// NoRPCVote sends only the DCVS part of the performance vote, without
+	// the RPC control-latency and polling-time options (see
+	// qnnrt.SessionOptions.NoRPCVote).
+	NoRPCVote bool
+	// Logf receives warnings, such as the shared-buffer fallback or a part
+	// of the performance vote the backend refused.
 	Logf func(format string, args ...any)
 }
 
@@ -125,7 +137,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	}
 	lib, err := qnnrt.Open(qnnrt.Options{
 		BackendPath: o.BackendLib, SystemPath: o.SystemLib, RPCMemPath: o.RPCMemLib,
-		ADSPLibraryPath: o.ADSPLibraryPath, Logf: o.Logf,
+		ADSPLibraryPath: o.ADSPLibraryPath, Logf: o.Logf, LogSink: o.LogSink,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("htp: %w", err)
@@ -160,6 +172,7 @@ func (b *Backend) open(ctx context.Context) error {
 		PerfMode:    o.PerfMode,
 		Profiling:   o.Profiling,
 		LogLevel:    o.LogLevel,
+		NoRPCVote:   o.NoRPCVote,
 	})
 	if err != nil {
 		return fmt.Errorf("htp: %w", err)
@@ -442,7 +455,9 @@ func (b *Backend) StepTimes() []qnnrt.Timing {
 }
 
 // Profile returns the device execute time of every step since the last
-// BindChunk, and false when profiling is off.
+// BindChunk, and false when profiling is off. A step whose profile could
+// not be read (the step itself succeeded; qnnrt warns once) has 0 here
+// and Profiled false in StepTimes.
 func (b *Backend) Profile() ([]time.Duration, bool) {
 	if !b.opts.Profiling {
 		return nil, false
@@ -454,6 +469,18 @@ func (b *Backend) Profile() ([]time.Duration, bool) {
 		out[i] = t.Device
 	}
 	return out, true
+}
+
+// PerfStatus returns what became of the current session's performance
+// vote (each part applied, failed or skipped), or the zero status when
+// there is no session.
+func (b *Backend) PerfStatus() qnnrt.PerfStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sess == nil {
+		return qnnrt.PerfStatus{}
+	}
+	return b.sess.PerfStatus()
 }
 
 // Stats returns the graph's traffic counters (bytes converted into inputs,

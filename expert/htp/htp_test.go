@@ -456,3 +456,105 @@ func TestSerialisedSteps(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestProfilingFailureKeepsSteps checks that a profiler that cannot be read
+// neither fails a step nor discards its prediction: the step's device time
+// is marked missing and the failure is warned about once.
+func TestProfilingFailureKeepsSteps(t *testing.T) {
+	d := smallDims()
+	fk := qnnfake.New(t, qnnfake.Variant{})
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)
+	o := options(fk, writeBinary(t, g))
+	o.Profiling = true
+	var mu sync.Mutex
+	var logs []string
+	o.Logf = func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }
+	b := newBackend(t, o)
+	c := randomChunk(d, 2)
+	if err := b.BindChunk(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	lat := expert.Noise(3, d.LatentLen())
+	fk.FailCall("profileGetEvents", 4950, 2)     // the Saver backend's dummy return value
+	fk.FailCall("profileGetEventData", 12000, 2) // the second call: step 3 (step 2 made none)
+	for i, tau := range []float32{1000, 800, 600, 400} {
+		pred := make([]float32, len(lat))
+		if err := b.Step(t.Context(), lat, tau, pred); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if want := qnnfake.Expected(g, graphInputs(g, c, lat, tau))[0]; !slices.Equal(pred, want) {
+			t.Errorf("step %d: prediction lost", i)
+		}
+	}
+	p, ok := b.Profile()
+	want := []time.Duration{1500 * time.Microsecond, 0, 0, 1500 * time.Microsecond}
+	if !ok || !slices.Equal(p, want) {
+		t.Errorf("profile %v, want %v", p, want)
+	}
+	var profiled []bool
+	for _, tm := range b.StepTimes() {
+		profiled = append(profiled, tm.Profiled)
+	}
+	if !slices.Equal(profiled, []bool{true, false, false, true}) {
+		t.Errorf("Profiled %v, want the two failed steps marked missing", profiled)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 1 || !strings.Contains(logs[0], "device execute times are missing") || !strings.Contains(logs[0], "QNN_ERROR_4950") {
+		t.Errorf("warnings %q, want one about the profileGetEvents failure", logs)
+	}
+}
+
+// TestLogsAndVoteOptions checks the QNN log lines reach Options.LogSink at
+// the asked level, that NoRPCVote sends the DCVS part alone, and that a
+// refused part is reported through Logf and PerfStatus.
+func TestLogsAndVoteOptions(t *testing.T) {
+	d := smallDims()
+	fk := qnnfake.New(t, qnnfake.Variant{})
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)
+	o := options(fk, writeBinary(t, g))
+	o.PerfMode, o.NoRPCVote, o.LogLevel = qnnrt.PerfBurst, true, int(qnnrt.LogInfo)
+	var mu sync.Mutex
+	var lines []qnnrt.LogLine
+	o.LogSink = func(l qnnrt.LogLine) { mu.Lock(); lines = append(lines, l); mu.Unlock() }
+	b := newBackend(t, o)
+	if st := b.PerfStatus(); st.DCVS != qnnrt.VoteApplied || st.RPC != qnnrt.VoteSkipped {
+		t.Errorf("status %+v", st)
+	}
+	for _, v := range fk.PowerVotes() {
+		if v.Option != 1 {
+			t.Errorf("RPC option %d sent with NoRPCVote", v.Option)
+		}
+	}
+	mu.Lock()
+	var info int
+	for _, l := range lines {
+		if l.Level > qnnrt.LogInfo {
+			t.Errorf("line above INFO: %+v", l)
+		}
+		if l.Level == qnnrt.LogInfo && strings.Contains(l.Text, "graph(s)") {
+			info++
+		}
+	}
+	mu.Unlock()
+	if info != 1 {
+		t.Errorf("%d context INFO lines in %+v, want 1", info, lines)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	fk2 := qnnfake.New(t, qnnfake.Variant{})
+	o = options(fk2, writeBinary(t, g))
+	o.PerfMode = qnnrt.PerfBurst
+	var logs []string
+	o.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	fk2.FailCall("setPowerConfig", 13003, 2)
+	b2 := newBackend(t, o)
+	if st := b2.PerfStatus(); st.DCVS != qnnrt.VoteApplied || st.RPC != qnnrt.VoteFailed || st.String() != "burst (DCVS applied, RPC failed)" {
+		t.Errorf("status %+v %q", st, st)
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "the RPC part of the vote") {
+		t.Errorf("warnings %q", logs)
+	}
+}

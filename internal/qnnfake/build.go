@@ -39,6 +39,15 @@
 //   - setPowerConfig needs DCVS_V3 contextId equal to the power config id
 //     (13001 otherwise) and records every config of an accepted call.
 //   - Table entries the double does not implement answer 1000.
+//   - Logging: logCreate's callback (QnnLog_Callback_t, which takes a
+//     va_list) receives the library's lines up to the handle's level, through
+//     the most recently created live log handle: INFO on logCreate,
+//     backendCreate, contextCreateFromBinary and setPowerConfig, WARN when
+//     deviceCreate gets no config, VERBOSE before a binary is deserialized,
+//     DEBUG after each execute and on logFree, and ERROR with the reason of
+//     every error returned (the text LastError gives, then "(error <code>)").
+//     Timestamps are a sequence number (1, 2, ...). The callback runs with
+//     the library's lock held and must not call into the library.
 package qnnfake
 
 import (

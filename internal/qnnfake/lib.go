@@ -48,6 +48,9 @@ type control struct {
 	powerVoteCount       func() int32
 	powerVote            func(i int32, out unsafe.Pointer) int32
 	functionName         func(i int32) string
+	omitFunction         func(fn string, on int32) int32
+	emitLog              func(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr)
+	emitLogFromThread    func(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr) int32
 }
 
 // New builds the test double for v (cached per source and flags under
@@ -123,6 +126,9 @@ func open(path string) (l *Lib, err error) {
 		{&c.powerVoteCount, "fake_power_vote_count"},
 		{&c.powerVote, "fake_power_vote"},
 		{&c.functionName, "fake_function_name"},
+		{&c.omitFunction, "fake_omit_function"},
+		{&c.emitLog, "fake_emit_log"},
+		{&c.emitLogFromThread, "fake_emit_log_from_thread"},
 	} {
 		purego.RegisterLibFunc(f.ptr, h, f.name)
 	}
@@ -250,7 +256,9 @@ func (l *Lib) MemHandleBytesRead() uint64 { return l.c.memHandleBytesRead() }
 
 // PowerVote is one HTP power configuration received by setPowerConfig.
 // DCVS_V3 (Option 1) votes fill the DCVS fields; RPC_CONTROL_LATENCY (2)
-// and RPC_POLLING_TIME (3) fill RPCValue.
+// and RPC_POLLING_TIME (3) fill RPCValue. Call numbers the setPowerConfig
+// call that carried the configuration (1 = the library's first call,
+// failed calls included), so configs sent together share it.
 type PowerVote struct {
 	Option                       uint32
 	PowerMode, DcvsEnable        uint32
@@ -258,6 +266,7 @@ type PowerVote struct {
 	BusMin, BusTarget, BusMax    uint32
 	CoreMin, CoreTarget, CoreMax uint32
 	RPCValue                     uint32
+	Call                         int
 }
 
 // PowerVotes returns every power configuration received so far, in order.
@@ -265,17 +274,52 @@ func (l *Lib) PowerVotes() []PowerVote {
 	n := l.c.powerVoteCount()
 	votes := make([]PowerVote, 0, n)
 	for i := range n {
-		var v [11]uint32
+		var v [12]uint32
 		if l.c.powerVote(i, unsafe.Pointer(&v[0])) != 0 {
 			break
 		}
 		votes = append(votes, PowerVote{
 			Option: v[0], PowerMode: v[1], DcvsEnable: v[2], SleepLatency: v[3],
 			BusMin: v[4], BusTarget: v[5], BusMax: v[6],
-			CoreMin: v[7], CoreTarget: v[8], CoreMax: v[9], RPCValue: v[10],
+			CoreMin: v[7], CoreTarget: v[8], CoreMax: v[9], RPCValue: v[10], Call: int(v[11]),
 		})
 	}
 	return votes
+}
+
+// OmitFunction makes the provider tables built from now on (on the next
+// QnnInterface_getProviders) carry NULL for core function fn, as a backend
+// without that function does; on false restores it. fn must be a core
+// function-table entry name ("deviceGetInfrastructure", ...); any other name
+// fails the test.
+func (l *Lib) OmitFunction(fn string, on bool) {
+	l.t.Helper()
+	if l.c.omitFunction(fn, b2i(on)) != 0 {
+		l.t.Fatalf("qnnfake: OmitFunction: %q is not a core function-table entry", fn)
+	}
+}
+
+// EmitFormat is the C format of the line EmitLog and EmitLogFromThread
+// log, whose first argument is "fake_emit_log" or "fake_emit_log thread"
+// and the others the values passed (u twice, for %u and %x; f twice, for
+// %f and %.3f).
+const EmitFormat = "%s: s=%s d=%d u=%u x=%x llu=%llu f=%f g=%.3f p=%p"
+
+// EmitLog makes the library log EmitFormat with these values at level
+// through the active logger (the most recently created live log handle),
+// on the calling thread, if that logger's level admits it. The logger's
+// callback runs inside the library, holding its lock.
+func (l *Lib) EmitLog(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr) {
+	l.c.emitLog(level, s, d, u, llu, f, p)
+}
+
+// EmitLogFromThread is EmitLog from a thread the library creates with
+// pthread_create (not a Go thread) and joins before returning.
+func (l *Lib) EmitLogFromThread(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr) {
+	l.t.Helper()
+	if err := l.c.emitLogFromThread(level, s, d, u, llu, f, p); err != 0 {
+		l.t.Fatalf("qnnfake: EmitLogFromThread: pthread error %d", err)
+	}
 }
 
 // functionNames lists the names FailCall and Calls accept.

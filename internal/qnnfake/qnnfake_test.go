@@ -806,15 +806,25 @@ func TestPerfInfrastructure(t *testing.T) {
 	votes := l.PowerVotes()
 	want := []PowerVote{
 		{Option: 1, PowerMode: 0x10, DcvsEnable: 0, SleepLatency: 40, BusMin: 0xA0, BusTarget: 0xA0, BusMax: 0xA0,
-			CoreMin: 0xA0, CoreTarget: 0xA0, CoreMax: 0xA0},
-		{Option: 2, RPCValue: 100},
-		{Option: 3, RPCValue: 9999},
+			CoreMin: 0xA0, CoreTarget: 0xA0, CoreMax: 0xA0, Call: 1},
+		{Option: 2, RPCValue: 100, Call: 1},
+		{Option: 3, RPCValue: 9999, Call: 1},
 	}
 	if fmt.Sprint(votes) != fmt.Sprint(want) {
 		t.Errorf("votes %+v, want %+v", votes, want)
 	}
+	// A second call's configs carry its call number (the failed call with
+	// the wrong contextId below counts too).
+	cfg.putPtr(list+8, 0) // the DCVS config alone
+	if got := call(fns[2], uintptr(id), cfg.at(list)); got != 0 {
+		t.Fatalf("setPowerConfig, DCVS only: %d: %s", got, l.LastError())
+	}
+	if v := l.PowerVotes(); len(v) != 4 || v[3].Call != 2 || v[3].Option != 1 {
+		t.Errorf("second call recorded as %+v", v[3:])
+	}
+	cfg.putPtr(list+8, cfg.at(sizePowerConfig))
 	cmem(d).put32(4, id+1) // contextId must be the power config id
-	if got := call(fns[2], uintptr(id), cfg.at(list)); got != errPerfInput || len(l.PowerVotes()) != 3 {
+	if got := call(fns[2], uintptr(id), cfg.at(list)); got != errPerfInput || len(l.PowerVotes()) != 4 {
 		t.Errorf("DCVS vote with a wrong contextId: %d, %d votes", got, len(l.PowerVotes()))
 	}
 	if got := call(fns[1], uintptr(id)); got != 0 {

@@ -15,14 +15,15 @@ import (
 	"github.com/fastwam/actionexpert/qnnrt"
 )
 
-// Open creates the backend p.Backend names from p.HTP or p.CPU. logf, when
+// Open creates the backend p.Backend names from p.HTP or p.CPU. log, when
 // not nil, receives the backend's warnings (such as the HTP shared-buffer
-// fallback). The caller closes the backend; closing the HTP backend
+// fallback) at WARN and, for the HTP backend, the QNN library's log lines
+// at their level. The caller closes the backend; closing the HTP backend
 // withdraws its performance vote.
-func Open(ctx context.Context, p node.Params, logf func(format string, args ...any)) (expert.Backend, error) {
+func Open(ctx context.Context, p node.Params, log node.Logger) (expert.Backend, error) {
 	switch p.Backend {
 	case node.BackendHTP:
-		return OpenHTP(ctx, p.HTP, logf)
+		return OpenHTP(ctx, p.HTP, log)
 	case node.BackendCPU:
 		return OpenCPU(ctx, p.CPU)
 	}
@@ -30,11 +31,21 @@ func Open(ctx context.Context, p node.Params, logf func(format string, args ...a
 }
 
 // OpenHTP loads the context binary and holds the configured performance
-// vote until the backend is closed.
-func OpenHTP(ctx context.Context, h node.HTPParams, logf func(format string, args ...any)) (*htp.Backend, error) {
+// vote until the backend is closed. The QNN library logs at h.LogLevel to
+// log: ERROR to Errorf, WARN to Warnf, INFO to Infof, VERBOSE and DEBUG to
+// Debugf, each prefixed "qnn: ".
+func OpenHTP(ctx context.Context, h node.HTPParams, log node.Logger) (*htp.Backend, error) {
 	mode, err := qnnrt.ParsePerfMode(h.PerformanceMode)
 	if err != nil {
 		return nil, fmt.Errorf("parameter \"htp.performance_mode\": %w", err)
+	}
+	if h.LogLevel < int(qnnrt.LogError) || h.LogLevel > int(qnnrt.LogDebug) {
+		return nil, fmt.Errorf("parameter \"htp.log_level\" is %d; want 1 (error) to 5 (debug)", h.LogLevel)
+	}
+	var logf func(string, ...any)
+	var sink func(qnnrt.LogLine)
+	if log != nil {
+		logf, sink = log.Warnf, QNNLogSink(log)
 	}
 	b, err := htp.New(ctx, htp.Options{
 		ContextPath:   h.ContextBinary,
@@ -44,12 +55,32 @@ func OpenHTP(ctx context.Context, h node.HTPParams, logf func(format string, arg
 		RPCMemLib:     h.RPCMemLibrary,
 		PerfMode:      mode,
 		SharedBuffers: h.SharedBuffers,
+		LogLevel:      h.LogLevel,
+		LogSink:       sink,
+		NoRPCVote:     !h.RPCVote,
 		Logf:          logf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open HTP backend: %w", err)
 	}
 	return b, nil
+}
+
+// QNNLogSink routes QNN log lines to log by level: ERROR to Errorf, WARN
+// to Warnf, INFO to Infof, VERBOSE, DEBUG (and unknown levels) to Debugf.
+func QNNLogSink(log node.Logger) func(qnnrt.LogLine) {
+	return func(l qnnrt.LogLine) {
+		switch l.Level {
+		case qnnrt.LogError:
+			log.Errorf("qnn: %s", l.Text)
+		case qnnrt.LogWarn:
+			log.Warnf("qnn: %s", l.Text)
+		case qnnrt.LogInfo:
+			log.Infof("qnn: %s", l.Text)
+		default:
+			log.Debugf("qnn: %s", l.Text)
+		}
+	}
 }
 
 // OpenCPU loads the weights and sizes the inputs as c says; ctx stops a

@@ -91,6 +91,9 @@ enum {
     QNN_QUANTIZATION_ENCODING_SCALE_OFFSET = 0,
 
     QNN_LOG_LEVEL_ERROR = 1,
+    QNN_LOG_LEVEL_WARN = 2,
+    QNN_LOG_LEVEL_INFO = 3,
+    QNN_LOG_LEVEL_VERBOSE = 4,
     QNN_LOG_LEVEL_DEBUG = 5,
     QNN_PROFILE_LEVEL_BASIC = 1,
     QNN_PROFILE_LEVEL_DETAILED = 2,
@@ -272,6 +275,10 @@ typedef void *Qnn_SignalHandle_t;
 typedef void *Qnn_MemHandle_t;
 typedef void *QnnSystemContext_Handle_t;
 typedef void *QnnProfile_EventId_t;
+
+/* QnnLog_Callback_t: the format, the line's QnnLog_Level_t, a timestamp and
+ * the format's arguments. */
+typedef void (*QnnLog_Callback_t)(const char *fmt, uint32_t level, uint64_t timestamp, va_list args);
 
 typedef struct {
     uint32_t major;
@@ -1232,7 +1239,10 @@ typedef struct {
     fq_kind kind;
     bool live;
     union {
-        struct { uint32_t level; } log;
+        struct {
+            uint32_t level;
+            QnnLog_Callback_t callback; /* NULL: platform logging (the fake prints nothing) */
+        } log;
         struct {
             fq_arena arena;
             fq_binary bin;
@@ -1276,10 +1286,11 @@ typedef struct {
 
 enum { FQ_MAX_PROVIDERS = 8, FQ_LAST_ERROR_MAX = 1024 };
 
-/* A recorded power vote, in the order of the Go PowerVote struct. */
+/* A recorded power vote, in the order of the Go PowerVote struct. call is
+ * the number of the setPowerConfig call that carried it (1 = the first). */
 typedef struct {
     uint32_t option, powerMode, dcvsEnable, sleepLatency;
-    uint32_t busMin, busTarget, busMax, coreMin, coreTarget, coreMax, rpcValue;
+    uint32_t busMin, busTarget, busMax, coreMin, coreTarget, coreMax, rpcValue, call;
 } fq_power_vote;
 
 static struct {
@@ -1321,6 +1332,12 @@ static struct {
 
     fq_power_vote *votes;
     uint32_t nVotes, capVotes;
+
+    /* logging: the active logger is the most recently created live log
+     * object (index + 1, 0 = none); timestamps are a sequence number */
+    uint32_t logger;
+    uint64_t logSeq;
+    bool omitted[FN_COUNT]; /* core table entries left NULL (fake_omit_function) */
 } S = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .providers = {{"FAKE_HTP", QNN_BACKEND_ID_HTP, {2, 32, 0}}},
@@ -1356,6 +1373,41 @@ static void fq_unlock(int *unused) {
 
 /* fq_error records "<function>: <message>" as the last error and returns
  * code, for `return fq_error(...)`. Called with the lock held. */
+/* ---- logging --------------------------------------------------------------- */
+
+/* fq_active_logger is the log object lines go to, or NULL. Lock held. */
+static fq_obj *fq_active_logger(void) {
+    if (S.logger == 0 || S.logger > S.nObjs) {
+        return NULL;
+    }
+    fq_obj *o = &S.objs[S.logger - 1];
+    return o->kind == K_LOG && o->live ? o : NULL;
+}
+
+/* fq_vlog passes one line to the active logger's callback when the level
+ * the logger was created with (or set to) admits it, like a real backend:
+ * the callback gets the format and its arguments as a va_list, so it does
+ * the formatting. Called with the lock held: the callback runs inside the
+ * library and must not call back into it. */
+static void fq_vlog(uint32_t level, const char *format, va_list ap) {
+    fq_obj *o = fq_active_logger();
+    if (o == NULL || o->log.callback == NULL || level > o->log.level) {
+        return;
+    }
+    o->log.callback(format, level, ++S.logSeq, ap);
+}
+
+__attribute__((format(printf, 2, 3))) static void fq_log(uint32_t level, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    fq_vlog(level, format, ap);
+    va_end(ap);
+}
+
+/* fq_error records "<function>: <message>" as the last error, logs the
+ * same text at ERROR (as a real backend logs the reason of a failure it
+ * returns) and returns code, for `return fq_error(...)`. Called with the
+ * lock held. */
 __attribute__((format(printf, 3, 4))) static Qnn_ErrorHandle_t fq_error(fq_fn fn, Qnn_ErrorHandle_t code,
                                                                         const char *format, ...) {
     int n = snprintf(S.lastError, sizeof S.lastError, "%s: ", fq_fn_names[fn]);
@@ -1366,6 +1418,7 @@ __attribute__((format(printf, 3, 4))) static Qnn_ErrorHandle_t fq_error(fq_fn fn
     va_start(ap, format);
     vsnprintf(S.lastError + n, sizeof S.lastError - (size_t)n, format, ap);
     va_end(ap);
+    fq_log(QNN_LOG_LEVEL_ERROR, "%s (error %llu)", S.lastError, (unsigned long long)(code & 0xFFFF));
     return code;
 }
 
@@ -1936,11 +1989,11 @@ static Qnn_ErrorHandle_t fq_propertyHasCapability(uint32_t key) {
 }
 
 /* logCreate(QnnLog_Callback_t callback, QnnLog_Level_t maxLogLevel,
- *           Qnn_LogHandle_t* logger). The callback (which takes a va_list)
- * is never called: the fake logs nothing. NULL means platform logging. */
-static Qnn_ErrorHandle_t fq_logCreate(void *callback, uint32_t maxLogLevel, Qnn_LogHandle_t *logger) {
+ *           Qnn_LogHandle_t* logger). The new logger becomes the active one:
+ * from now on the library's lines up to maxLogLevel go to callback (NULL
+ * means platform logging, and the fake then prints nothing). */
+static Qnn_ErrorHandle_t fq_logCreate(QnnLog_Callback_t callback, uint32_t maxLogLevel, Qnn_LogHandle_t *logger) {
     FQ_ENTRY(FN_logCreate);
-    (void)callback;
     if (logger == NULL) {
         return fq_error(FN_logCreate, QNN_LOG_ERROR_INVALID_ARGUMENT, "NULL logger out-parameter");
     }
@@ -1952,7 +2005,10 @@ static Qnn_ErrorHandle_t fq_logCreate(void *callback, uint32_t maxLogLevel, Qnn_
         return fq_error(FN_logCreate, QNN_COMMON_ERROR_MEM_ALLOC, "out of memory");
     }
     S.objs[i].log.level = maxLogLevel;
+    S.objs[i].log.callback = callback;
+    S.logger = i + 1;
     *logger = fq_handle(K_LOG, i);
+    fq_log(QNN_LOG_LEVEL_INFO, "fakeqnn %s: logger %p created at level %u", fq_build_id, *logger, maxLogLevel);
     return QNN_SUCCESS;
 }
 
@@ -1970,10 +2026,22 @@ static Qnn_ErrorHandle_t fq_logSetLogLevel(Qnn_LogHandle_t logger, uint32_t maxL
     return QNN_SUCCESS;
 }
 
-/* logFree(Qnn_LogHandle_t logger) */
+/* logFree(Qnn_LogHandle_t logger). The most recent other live logger, if
+ * any, becomes the active one. */
 static Qnn_ErrorHandle_t fq_logFree(Qnn_LogHandle_t logger) {
     FQ_ENTRY(FN_logFree);
-    return fq_release(FN_logFree, K_LOG, logger, QNN_LOG_ERROR_INVALID_HANDLE, NULL);
+    fq_log(QNN_LOG_LEVEL_DEBUG, "freeing logger %p", logger);
+    Qnn_ErrorHandle_t err = fq_release(FN_logFree, K_LOG, logger, QNN_LOG_ERROR_INVALID_HANDLE, NULL);
+    if (err == QNN_SUCCESS && fq_active_logger() == NULL) {
+        S.logger = 0;
+        for (uint32_t i = S.nObjs; i > 0; i--) {
+            if (S.objs[i - 1].kind == K_LOG && S.objs[i - 1].live) {
+                S.logger = i;
+                break;
+            }
+        }
+    }
+    return err;
 }
 
 /* fq_log_ok: a logger argument is NULL or a live log handle. */
@@ -1997,6 +2065,8 @@ static Qnn_ErrorHandle_t fq_backendCreate(Qnn_LogHandle_t logger, const QnnBacke
         return fq_error(FN_backendCreate, QNN_COMMON_ERROR_MEM_ALLOC, "out of memory");
     }
     *backend = fq_handle(K_BACKEND, i);
+    fq_log(QNN_LOG_LEVEL_INFO, "backend %p created: core API %u.%u.%u, HTP API %u.%u.%u", *backend, fq_core_api.major,
+           fq_core_api.minor, fq_core_api.patch, fq_htp_api.major, fq_htp_api.minor, fq_htp_api.patch);
     return QNN_SUCCESS;
 }
 
@@ -2048,6 +2118,9 @@ static Qnn_ErrorHandle_t fq_deviceCreate(Qnn_LogHandle_t logger, const QnnDevice
         return fq_error(FN_deviceCreate, QNN_COMMON_ERROR_MEM_ALLOC, "out of memory");
     }
     *device = fq_handle(K_DEVICE, i);
+    if (config == NULL) {
+        fq_log(QNN_LOG_LEVEL_WARN, "deviceCreate: no device config given; using the default device %d", 0);
+    }
     return QNN_SUCCESS;
 }
 
@@ -2232,21 +2305,24 @@ static Qnn_ErrorHandle_t fq_contextCreateFromBinary(Qnn_BackendHandle_t backend,
     fq_arena arena = {0};
     fq_binary bin;
     char why[200];
+    fq_log(QNN_LOG_LEVEL_VERBOSE, "deserializing context blob: %llu bytes at %p", (unsigned long long)binaryBufferSize,
+           binaryBuffer);
     switch (fq_parse(binaryBuffer, binaryBufferSize, &arena, &bin, why, sizeof why)) {
     case FQ_PARSE_OK:
         break;
     case FQ_PARSE_EMPTY:
         fq_arena_free(&arena);
-        return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "%s", why);
+        return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "failed to deserialize context blob: %s", why);
     case FQ_PARSE_VERSION:
         fq_arena_free(&arena);
-        return fq_error(fn, QNN_CONTEXT_ERROR_BINARY_VERSION, "%s", why);
+        return fq_error(fn, QNN_CONTEXT_ERROR_BINARY_VERSION, "failed to deserialize context blob: %s", why);
     case FQ_PARSE_NOMEM:
         fq_arena_free(&arena);
-        return fq_error(fn, QNN_COMMON_ERROR_MEM_ALLOC, "%s", why);
+        return fq_error(fn, QNN_COMMON_ERROR_MEM_ALLOC, "failed to deserialize context blob: %s", why);
     case FQ_PARSE_MALFORMED:
         fq_arena_free(&arena);
-        return fq_error(fn, QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "malformed binary: %s", why);
+        return fq_error(fn, QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "failed to deserialize context blob: malformed binary: %s",
+                        why);
     }
     uint64_t *graphHandle = fq_alloc(&arena, (size_t)bin.nGraphs * sizeof *graphHandle);
     uint32_t i = graphHandle == NULL ? UINT32_MAX : fq_new(K_CONTEXT);
@@ -2261,6 +2337,8 @@ static Qnn_ErrorHandle_t fq_contextCreateFromBinary(Qnn_BackendHandle_t backend,
         fq_profile_record(prof, QNN_PROFILE_EVENTTYPE_INIT, S.profileMicros);
     }
     *context = fq_handle(K_CONTEXT, i);
+    fq_log(QNN_LOG_LEVEL_INFO, "context %p created from %llu bytes: %u graph(s), SoC %u, build \"%s\"", *context,
+           (unsigned long long)binaryBufferSize, bin.nGraphs, bin.socModel, bin.buildId);
     return QNN_SUCCESS;
 }
 
@@ -2539,6 +2617,9 @@ static Qnn_ErrorHandle_t fq_graphExecute(Qnn_GraphHandle_t graphHandle, const Qn
         if (prof != UINT32_MAX) {
             fq_profile_record(prof, QNN_PROFILE_EVENTTYPE_EXECUTE, S.profileMicros);
         }
+        fq_log(QNN_LOG_LEVEL_DEBUG, "graphExecute \"%s\": %u inputs, %u outputs, execute %llu, %.3f ms (profile %p)",
+               gr->name, numInputs, numOutputs, (unsigned long long)S.calls[fn], (double)S.profileMicros / 1000.0,
+               profileHandle);
     }
     free(in);
     return err;
@@ -3146,7 +3227,9 @@ static Qnn_ErrorHandle_t fq_setPowerConfig(uint32_t powerConfigId, const QnnHtpP
         const QnnHtpPerfInfrastructure_PowerConfig_t *c = config[k];
         fq_power_vote *v = &S.votes[S.nVotes++];
         memset(v, 0, sizeof *v);
+        v->call = (uint32_t)S.calls[fn];
         v->option = c->option;
+        fq_log(QNN_LOG_LEVEL_INFO, "setPowerConfig %u: config %u of %u: option %u", powerConfigId, k + 1, n, c->option);
         if (c->option == QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3) {
             const QnnHtpPerfInfrastructure_DcvsV3_t *d = &c->dcvsV3Config;
             v->powerMode = d->powerMode;
@@ -3297,6 +3380,11 @@ static bool fq_build_core_tables(void) {
             }
         } else {
             memcpy(table, &fq_core_full, entries * sizeof(fq_fnptr)); /* 2.18's table is a prefix of 2.32's */
+            for (uint32_t e = 0; e < entries; e++) {
+                if (S.omitted[e]) { /* core functions come first in the registry: FN_ id == table index */
+                    table[e] = NULL;
+                }
+            }
         }
         S.coreList[k] = p;
     }
@@ -3519,14 +3607,14 @@ FQ_EXPORT int32_t fake_power_vote_count(void) {
     return (int32_t)S.nVotes;
 }
 
-/* fake_power_vote copies vote i into out (11 uint32 values in the order of
+/* fake_power_vote copies vote i into out (12 uint32 values in the order of
  * fq_power_vote); returns 0, or -1 when i is out of range. */
 FQ_EXPORT int32_t fake_power_vote(int32_t i, uint32_t *out) {
     FQ_LOCK();
     if (i < 0 || (uint32_t)i >= S.nVotes || out == NULL) {
         return -1;
     }
-    _Static_assert(sizeof(fq_power_vote) == 11 * sizeof(uint32_t), "fq_power_vote is 11 words");
+    _Static_assert(sizeof(fq_power_vote) == 12 * sizeof(uint32_t), "fq_power_vote is 12 words");
     memcpy(out, &S.votes[i], sizeof S.votes[i]);
     return 0;
 }
@@ -3534,3 +3622,66 @@ FQ_EXPORT int32_t fake_power_vote(int32_t i, uint32_t *out) {
 /* fake_function_name is the name of function i of the registry, NULL past
  * the end. */
 FQ_EXPORT const char *fake_function_name(int32_t i) { return i >= 0 && i < FN_COUNT ? fq_fn_names[i] : NULL; }
+
+_Static_assert(FN_deviceGetInfrastructure == 39 && FN_contextFree == 14, "core function ids are table indices");
+
+/* fake_omit_function leaves core table entry fn NULL in the provider
+ * tables built from now on (a provider whose table lacks a function);
+ * on = 0 puts it back. Returns 0, or -1 when fn is not a core table entry. */
+FQ_EXPORT int32_t fake_omit_function(const char *fn, int32_t on) {
+    FQ_LOCK();
+    fq_fn f = fq_lookup_fn(fn);
+    if (f == FN_COUNT || f > FN_contextFreeBinarySectionUpdate) {
+        return -1;
+    }
+    S.omitted[f] = on != 0;
+    S.providersDirty = true;
+    return 0;
+}
+
+/* The line fake_emit_log and fake_emit_log_from_thread log: one argument
+ * of each conversion a real backend's format strings use. */
+static const char fq_emit_format[] = "%s: s=%s d=%d u=%u x=%x llu=%llu f=%f g=%.3f p=%p";
+
+typedef struct {
+    uint32_t level;
+    const char *s;
+    int32_t d;
+    uint32_t u;
+    uint64_t llu;
+    double f;
+    void *p;
+} fq_emit_args;
+
+static void fq_emit(const char *who, const fq_emit_args *a) {
+    fq_log(a->level, fq_emit_format, who, a->s, a->d, a->u, a->u, (unsigned long long)a->llu, a->f, a->f, a->p);
+}
+
+/* fake_emit_log logs fq_emit_format with the given values at level through
+ * the active logger (if its level admits it), on the calling thread. */
+FQ_EXPORT void fake_emit_log(uint32_t level, const char *s, int32_t d, uint32_t u, uint64_t llu, double f, void *p) {
+    FQ_LOCK();
+    fq_emit_args a = {level, s, d, u, llu, f, p};
+    fq_emit("fake_emit_log", &a);
+}
+
+static void *fq_emit_thread(void *arg) {
+    fq_emit("fake_emit_log thread", arg);
+    return NULL;
+}
+
+/* fake_emit_log_from_thread is fake_emit_log from a thread the library
+ * creates (as real backends log from their own threads), joined before
+ * it returns. The caller holds the lock for the worker, which only reads
+ * the state. Returns 0, or the pthread error. */
+FQ_EXPORT int32_t fake_emit_log_from_thread(uint32_t level, const char *s, int32_t d, uint32_t u, uint64_t llu, double f,
+                                            void *p) {
+    FQ_LOCK();
+    fq_emit_args a = {level, s, d, u, llu, f, p};
+    pthread_t t;
+    int err = pthread_create(&t, NULL, fq_emit_thread, &a);
+    if (err != 0) {
+        return err;
+    }
+    return pthread_join(t, NULL);
+}

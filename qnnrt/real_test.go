@@ -1,0 +1,96 @@
+package qnnrt
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/internal/qnnfake"
+)
+
+// realLib returns the path of a real Qualcomm x86_64 library (QNN 2.25,
+// not redistributable) in $QNNRT_REAL_LIBS, or skips.
+func realLib(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("QNNRT_REAL_LIBS")
+	if dir == "" {
+		t.Skip("QNNRT_REAL_LIBS is not set (a directory with Qualcomm's x86_64 QNN 2.25 libQnnSaver.so and libQnnHtpQemu.so)")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no %s: %v", name, err)
+	}
+	return p
+}
+
+// openReal opens a real backend with the test double as system and rpcmem
+// library (it parses the double's binaries) and a capturing log sink.
+func openReal(t *testing.T, backend string) (*Library, *logCapture) {
+	t.Helper()
+	fk := fakeLib(t, qnnfake.Variant{})
+	c := &logCapture{}
+	l, err := Open(Options{BackendPath: backend, SystemPath: fk.Path, RPCMemPath: fk.Path, LogSink: c.sink, LogLinesPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, c
+}
+
+// TestRealSaverProfiling: Qualcomm's Saver backend answers profileGetEvents
+// with 4950 after every execute; the executes must still succeed.
+func TestRealSaverProfiling(t *testing.T) {
+	path := realLib(t, "libQnnSaver.so")
+	t.Chdir(t.TempDir()) // the Saver writes saver_output/ into the working directory: never into the repository
+	l, _ := openReal(t, path)
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
+	s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), Profiling: true, PerfMode: PerfBurst})
+	gr, _ := s.Graph("action_step")
+	for range 2 {
+		tm, err := gr.Run(t.Context(), randomInputs(g, 1), outputsFor(g))
+		if err != nil || tm.Profiled {
+			t.Fatalf("execute on the Saver: %+v %v", tm, err)
+		}
+	}
+	w := strings.Join(l.Warnings(), "\n")
+	for _, want := range []string{"profileGetEvents: QNN_ERROR_4950 (4950)", "the backend reports no device capability"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("warnings %q lack %q", w, want)
+		}
+	}
+}
+
+// TestRealHtpQemuLogging: Qualcomm's x86 HTP emulator backend logs through
+// the callback, its failure reasons reach the error, and the default vote
+// does not crash it (it refuses the DCVS part, so the RPC part, on which
+// it crashes, is not sent).
+func TestRealHtpQemuLogging(t *testing.T) {
+	path := realLib(t, "libQnnHtpQemu.so")
+	t.Setenv("QNN_HTP_QEMU_ARGS", "-none") // without it deviceCreate forks an emulator and waits for it
+	t.Chdir(t.TempDir())
+	l, c := openReal(t, path)
+	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
+	_, err := l.NewSession(t.Context(), SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, LogLevel: int(LogDebug)})
+	if err == nil {
+		t.Fatal("the emulator loaded the test double's binary")
+	}
+	if !strings.Contains(err.Error(), "QNN log: QnnDsp <E> Serializer failed to get context blob.") {
+		t.Errorf("error %q lacks the logged root cause", err)
+	}
+	levels := map[LogLevel]int{}
+	for _, ln := range c.take() {
+		levels[ln.Level]++
+	}
+	for _, lv := range []LogLevel{LogError, LogWarn, LogInfo, LogVerbose, LogDebug} {
+		if levels[lv] == 0 {
+			t.Errorf("no %s line from the emulator (%v)", lv, levels)
+		}
+	}
+	if w := strings.Join(l.Warnings(), "\n"); !strings.Contains(w, "the RPC part is not sent") {
+		t.Errorf("warnings %q", w)
+	}
+}
