@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -172,4 +174,80 @@ func checkAllFinite(w *Weights) (int, error) {
 	}
 	// qkv and qkvB hold the three self-attention q, k, v tensors fused.
 	return n, nil
+}
+
+// FuzzWeightsTable: the configuration-against-tensor-table checks, driven by
+// a few small numbers instead of file bytes, so that the fuzzer's
+// minimization (quadratic in the input's length) stays cheap and a cold
+// minute runs many executions; FuzzParseWeights covers the bytes. The
+// inputs are the configuration the metadata claims (which may contradict
+// the tensors) and one edit of the seed model's tensor table: 0 none, 1 drop
+// a tensor, 2 change one dimension of its shape by delta, 3 give it another
+// dtype, 4 add an unexpected tensor, 5 move it under the checkpoint prefix
+// alone. The loader must never panic, must agree with itself, must accept
+// the untouched seed under its own configuration, and must refuse every
+// edit that makes the table disagree with the configuration.
+func FuzzWeightsTable(f *testing.F) {
+	seed := fuzzSeedConfig()
+	f.Add(uint16(seed.NumLayers), uint16(seed.HiddenDim), uint16(seed.FFNDim), uint16(seed.NumHeads),
+		uint16(seed.HeadDim), uint16(seed.TextDim), uint16(seed.FreqDim), uint16(seed.ActionDim), uint8(0), uint16(0), int8(0))
+	for edit := range uint8(6) {
+		f.Add(uint16(1), uint16(4), uint16(8), uint16(1), uint16(2), uint16(2), uint16(2), uint16(1), edit, uint16(3), int8(1))
+	}
+	f.Add(uint16(30), uint16(1024), uint16(4096), uint16(24), uint16(128), uint16(4096), uint16(256), uint16(7), uint8(0), uint16(0), int8(0))
+	f.Add(uint16(1), uint16(4), uint16(8), uint16(2), uint16(2), uint16(2), uint16(2), uint16(1), uint8(0), uint16(0), int8(0))
+
+	// The seed model's tensors, made once: values do not matter here.
+	base := map[string]tensorEntry{}
+	var names []string
+	for _, p := range params(seed, nil) {
+		base[p.name] = tensorEntry{"F32", p.shape, make([]byte, 4*p.numel())}
+		names = append(names, p.name)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, layers, hidden, ffn, heads, headDim, text, freq, actionDim uint16, edit uint8, which uint16, delta int8) {
+		claimed := Config{NumLayers: int(layers), HiddenDim: int(hidden), FFNDim: int(ffn), NumHeads: int(heads),
+			HeadDim: int(headDim), TextDim: int(text), FreqDim: int(freq), ActionDim: int(actionDim), Eps: seed.Eps}
+		m := maps.Clone(base)
+		name := names[int(which)%len(names)]
+		e := m[name]
+		edited := true
+		switch edit % 6 {
+		case 0:
+			edited = false
+		case 1:
+			delete(m, name)
+		case 2:
+			shape := slices.Clone(e.shape)
+			shape[int(which)%len(shape)] += int(delta)
+			e.shape = shape
+			m[name] = e
+			edited = delta != 0
+		case 3:
+			e.dtype = []string{"I32", "F64", "U8", "BOOL"}[int(which)%4]
+			m[name] = e
+		case 4:
+			m["blocks.0.extra"] = tensorEntry{"F32", []int{1}, make([]byte, 4)}
+		case 5:
+			delete(m, name)
+			m[CheckpointPrefix+name] = e
+		}
+		img := image(t, map[string]string{ConfigMetadataKey: configJSON(t, claimed)}, m, nil)
+		w, err := ParseWeights(ctx, "fuzz", img, nil)
+		_, err2 := ParseWeights(ctx, "fuzz", img, nil)
+		if (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
+			t.Fatalf("two loads disagree: %v / %v", err, err2)
+		}
+		same := claimed.withDefaults() == seed
+		switch {
+		case same && !edited && err != nil:
+			t.Fatalf("the seed model under its own configuration was refused: %v", err)
+		case err == nil && edited:
+			t.Fatalf("edit %d of %s was accepted", edit%6, name)
+		case err == nil && !same:
+			t.Fatalf("the seed model's tensors were accepted under another configuration %+v", claimed)
+		case err == nil && 2*w.NumParams() > len(img):
+			t.Fatalf("%d parameters from a %d-byte file", w.NumParams(), len(img))
+		}
+	})
 }
