@@ -175,6 +175,9 @@ func find(cmds []command, name string) (command, bool) {
 func usage(w io.Writer) {
 	groupUsage(w, "fastwam", commands())
 	fmt.Fprintln(w, "'fastwam help <command>' (or 'fastwam <command> -h') lists a command's flags.")
+	fmt.Fprintln(w, "\nglobal flag, before the command:\n"+
+		"  -shutdown-grace D  after the first SIGINT/SIGTERM, how long the orderly shutdown may take (default 5s);\n"+
+		"                     then, or at a second signal, fastwam exits at once with 130 (SIGINT) or 143 (SIGTERM)")
 }
 
 // groupUsage lists the commands of a group.
