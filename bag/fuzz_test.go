@@ -9,60 +9,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/foxglove/mcap/go/mcap"
-
-	"github.com/fastwam/actionexpert/msgs"
 )
 
-// seedBag writes a small bag with the given options and returns its MCAP
-// bytes. The schemas are one-line stand-ins so that seeds stay small and
-// the fuzzer spends its time on structure, not on schema text.
-func seedBag(f testing.TB, opts WriterOptions) []byte {
-	f.Helper()
-	opts.Definition = func(rosType string) (string, error) { return "uint8 x\n", nil }
-	dir := filepath.Join(f.TempDir(), "seed")
-	w, err := Create(dir, opts)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := w.AddTopic("/a", msgs.TypeActionChunk, DefaultQoS()); err != nil {
-		f.Fatal(err)
-	}
-	if err := w.AddTopic("/d", msgs.TypeDiagnosticArray, LatchedQoS()); err != nil {
-		f.Fatal(err)
-	}
-	for i, at := range []int64{30, 10, 20} {
-		a := msgs.ActionChunk{Seq: uint64(i), Actions: []msgs.ActionRow{{Values: []float32{1, 2, 3}}}, Backend: "cpu"}
-		d := msgs.DiagnosticArray{Status: []msgs.DiagnosticStatus{{Name: "x", Values: []msgs.KeyValue{{Key: "k", Value: "v"}}}}}
-		for topic, m := range map[string]interface{ MarshalCDR() ([]byte, error) }{"/a": &a, "/d": &d} {
-			b, err := m.MarshalCDR()
-			if err != nil {
-				f.Fatal(err)
-			}
-			if err := w.Write(topic, time.Unix(0, at), b); err != nil {
-				f.Fatal(err)
-			}
-		}
-	}
-	if err := w.Close(); err != nil {
-		f.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "seed_0.mcap"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	return b
-}
-
-// unchunkedSeed is an MCAP file without chunks or summary indexes, which
-// the reader scans linearly.
-func unchunkedSeed(f testing.TB) []byte {
+// seedFile writes a tiny MCAP file in memory with the MCAP library: two
+// channels (cdr), a few messages not in log-time order, one tie, and
+// nothing the reader does not look at (no metadata, no summary offsets,
+// a one-line schema), so that seeds stay small: the fuzzing engine
+// minimises every new input it finds, which takes time in proportion to
+// the input's size.
+func seedFile(f testing.TB, opts mcap.WriterOptions) []byte {
 	f.Helper()
 	var buf bytes.Buffer
-	w, err := mcap.NewWriter(&buf, &mcap.WriterOptions{Chunked: false})
+	opts.OverrideLibrary = true
+	opts.SkipSummaryOffsets = true
+	opts.IncludeCRC = true
+	w, err := mcap.NewWriter(&buf, &opts)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -72,13 +38,12 @@ func unchunkedSeed(f testing.TB) []byte {
 		}
 	}
 	must(w.WriteHeader(&mcap.Header{Profile: "ros2"}))
-	must(w.WriteSchema(&mcap.Schema{ID: 1, Name: msgs.TypeActionRow, Encoding: "ros2msg", Data: []byte("float32[] values\n")}))
-	must(w.WriteChannel(&mcap.Channel{ID: 1, SchemaID: 1, Topic: "/row", MessageEncoding: "cdr"}))
-	row := msgs.ActionRow{Values: []float32{1.5}}
-	data, err := row.MarshalCDR()
-	must(err)
-	for _, at := range []uint64{5, 3} {
-		must(w.WriteMessage(&mcap.Message{ChannelID: 1, LogTime: at, PublishTime: at, Data: data}))
+	must(w.WriteSchema(&mcap.Schema{ID: 1, Name: "a/msg/B", Encoding: "ros2msg", Data: []byte("uint8 x\n")}))
+	must(w.WriteChannel(&mcap.Channel{ID: 1, SchemaID: 1, Topic: "/a", MessageEncoding: "cdr"}))
+	must(w.WriteChannel(&mcap.Channel{ID: 2, SchemaID: 1, Topic: "/b", MessageEncoding: "cdr"}))
+	for i, at := range []uint64{30, 10, 20, 20} {
+		must(w.WriteMessage(&mcap.Message{ChannelID: uint16(1 + i%2), Sequence: uint32(i), LogTime: at, PublishTime: at,
+			Data: []byte{0, 1, 0, 0, byte(i)}}))
 	}
 	must(w.Close())
 	return buf.Bytes()
@@ -109,14 +74,18 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("BAG_WRITE_FUZZ_CORPUS") == "" {
 		t.Skip("set BAG_WRITE_FUZZ_CORPUS=1 to rewrite testdata/fuzz/FuzzBagReader")
 	}
+	chunked := func(c mcap.CompressionFormat, size int64) mcap.WriterOptions {
+		return mcap.WriterOptions{Chunked: true, Compression: c, ChunkSize: size}
+	}
 	seeds := map[string][]byte{
-		"indexed":          seedBag(t, WriterOptions{}),
-		"small_chunks":     seedBag(t, WriterOptions{ChunkSize: 64}),
-		"zstd":             seedBag(t, WriterOptions{Compression: CompressionZstd}),
-		"lz4_small_chunks": seedBag(t, WriterOptions{Compression: CompressionLZ4, ChunkSize: 64}),
-		"summaryless_zstd": summaryless(t, seedBag(t, WriterOptions{Compression: CompressionZstd, ChunkSize: 64})),
-		"summaryless_none": summaryless(t, seedBag(t, WriterOptions{ChunkSize: 64})),
-		"unchunked":        unchunkedSeed(t),
+		"indexed":              seedFile(t, chunked(mcap.CompressionNone, 1<<10)),
+		"small_chunks":         seedFile(t, chunked(mcap.CompressionNone, 16)),
+		"zstd":                 seedFile(t, chunked(mcap.CompressionZSTD, 1<<10)),
+		"lz4_small_chunks":     seedFile(t, chunked(mcap.CompressionLZ4, 16)),
+		"summaryless_zstd":     summaryless(t, seedFile(t, chunked(mcap.CompressionZSTD, 16))),
+		"summaryless_none":     summaryless(t, seedFile(t, chunked(mcap.CompressionNone, 16))),
+		"unchunked":            seedFile(t, mcap.WriterOptions{}),
+		"unchunked_no_summary": summaryless(t, seedFile(t, mcap.WriterOptions{})),
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzBagReader")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -126,6 +95,43 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		text := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestFuzzSeedsAreValid reads every committed seed of FuzzBagReader: each
+// must be a valid file whose four messages all read, or the fuzzer would
+// start from rejected inputs.
+func TestFuzzSeedsAreValid(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzBagReader", "*"))
+	if err != nil || len(paths) < 8 {
+		t.Fatalf("%d seeds (%v), want 8", len(paths), err)
+	}
+	for _, p := range paths {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		quoted, ok := strings.CutPrefix(strings.TrimSpace(string(text)), "go test fuzz v1\n[]byte(")
+		body, err := strconv.Unquote(strings.TrimSuffix(quoted, ")"))
+		if !ok || err != nil {
+			t.Fatalf("%s is not a corpus file of one []byte: %v", p, err)
+		}
+		r, err := openFile(t.Context(), bytes.NewReader([]byte(body)), int64(len(body)), p, 1<<16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ; ; n++ {
+			if _, err := r.nextMessage(t.Context()); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+		}
+		r.close()
+		if n != 4 {
+			t.Errorf("%s: %d messages, want 4", p, n)
 		}
 	}
 }
