@@ -129,6 +129,10 @@ func (h *msgHeap) Pop() any {
 // compressed size is refused before anything is allocated for it.
 const maxZstdExpansion = 32768
 
+// zstdKeepDecoderBelow is the largest zstd chunk after which the reader
+// keeps its decoder for the next chunk (see unzstd).
+const zstdKeepDecoderBelow = 8 << 20
+
 // openFile reads the header, footer and summary of an MCAP file and, when
 // the summary does not list the channels (or there is no summary), scans
 // the data section once (see scan). want, if not empty, restricts the
@@ -584,6 +588,14 @@ func (f *fileReader) unzstd(src []byte, size uint64) ([]byte, error) {
 		}
 	}
 	out, err := f.zstd.DecodeAll(src, make([]byte, 0, size))
+	if size > zstdKeepDecoderBelow {
+		// The decoder keeps a reference to the last output it wrote, which
+		// would keep a large chunk alive next to the one loaded after it:
+		// a decoder that wrote a large chunk is dropped (a new one costs
+		// about 0.3 ms, little next to decoding more than 8 MiB).
+		f.zstd.Close()
+		f.zstd = nil
+	}
 	switch {
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
 		return nil, fmt.Errorf("decompressed data is longer than the %d bytes announced", size)
