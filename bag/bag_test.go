@@ -141,7 +141,7 @@ func writeBag(t *testing.T, dir string, opts bag.WriterOptions, kvTokens int) []
 func readAll(t *testing.T, r *bag.Reader) []bag.Message {
 	t.Helper()
 	var got []bag.Message
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func TestMCAPLibraryReadsOurBags(t *testing.T) {
 func TestReadSingleFileAndTopicFilter(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "one")
 	want := writeBag(t, dir, bag.WriterOptions{ChunkSize: 100}, 8)
-	r, err := bag.OpenWith(filepath.Join(dir, "one_0.mcap"), bag.ReaderOptions{Topics: []string{topicActions, topicDiag}})
+	r, err := bag.OpenWith(t.Context(), filepath.Join(dir, "one_0.mcap"), bag.ReaderOptions{Topics: []string{topicActions, topicDiag}})
 	if err != nil {
 		t.Fatal(err)
 	}

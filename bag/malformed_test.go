@@ -33,14 +33,14 @@ func readFile(t *testing.T, data []byte, opts bag.ReaderOptions) (int, error) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := bag.OpenWith(path, opts)
+	r, err := bag.OpenWith(t.Context(), path, opts)
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
 	n := 0
 	for {
-		_, err := r.Next()
+		_, err := r.Next(t.Context())
 		if errors.Is(err, io.EOF) {
 			return n, nil
 		}

@@ -3,6 +3,7 @@ package bag
 import (
 	"bytes"
 	"container/heap"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,6 +33,15 @@ const (
 )
 
 // fileReader yields the messages of one MCAP file in log-time order.
+//
+// Ordering and memory: messages are ordered by (log time, file offset of
+// their chunk, position in the chunk). Chunks are loaded in (start time,
+// file offset) order, and the next chunk is loaded only when it may hold a
+// message that comes before the earliest pending one: its start time is
+// below that message's log time, or equal to it with the chunk earlier in
+// the file. Chunks that merely tie in log time with a pending chunk are
+// therefore never held together, so the reader holds at most the chunks
+// whose time ranges really overlap (one chunk when none do).
 type fileReader struct {
 	r     io.ReaderAt
 	size  int64
@@ -43,44 +53,64 @@ type fileReader struct {
 	schemas  map[uint16]*mcap.Schema
 	channels map[uint16]*mcap.Channel
 	stats    *mcap.Statistics
-	dataEnd  int64 // end of the data section (summary start, or footer position)
-	dataPos  int64 // start of the data section (after the header record)
+	counts   map[uint16]uint64 // messages per channel, counted by scan when there are no statistics
+	dataEnd  int64             // end of the data section (summary start, or footer position)
+	dataPos  int64             // start of the data section (after the header record)
 
-	// Indexed reading: chunk indexes sorted by start time, the next one to
-	// load and the messages of loaded chunks not yet returned.
+	// Indexed reading: chunk indexes sorted by (start time, offset), the
+	// next one to load and the messages of loaded chunks not yet returned.
 	chunks  []*mcap.ChunkIndex
 	next    int
 	pending msgHeap
-	loaded  uint64 // messages pushed so far, to keep ties in file order
 
-	// Linear reading, when the file has no chunk index: the position of the
-	// next top-level record and the records of the chunk being read.
+	// Linear reading, when the file has no chunk index and holds messages
+	// outside chunks: the position of the next top-level record and the
+	// records of the chunk being read.
 	linear     bool
 	pos        int64
 	chunkRecs  []byte
 	chunkStart uint64
 	chunkEnd   uint64
 
+	// held is the number of decompressed chunk bytes the reader references
+	// (chunks with messages not yet returned, or being read); peakHeld is
+	// its largest value so far. Tests read them (export_test.go).
+	held, peakHeld int64
+
 	zstd *zstd.Decoder
 	lz4  *lz4.Reader
 }
 
-// pendingMsg is a decoded message waiting in the heap.
-type pendingMsg struct {
-	msg   Message
-	order uint64
+// heldChunk is a loaded chunk whose decompressed bytes pending messages
+// view; the reader lets go of it when the last of them is returned.
+type heldChunk struct {
+	size int64
+	left int
 }
 
-// msgHeap orders pending messages by log time, then by load order; it
-// implements container/heap.Interface.
+// pendingMsg is a decoded message waiting in the heap.
+type pendingMsg struct {
+	msg      Message
+	chunkOff uint64 // file offset of its chunk
+	pos      int    // its position in the chunk
+	chunk    *heldChunk
+}
+
+// msgHeap orders pending messages by log time, then by file offset of the
+// chunk, then by position in the chunk; it implements
+// container/heap.Interface.
 type msgHeap []pendingMsg
 
 func (h msgHeap) Len() int { return len(h) }
 func (h msgHeap) Less(i, j int) bool {
-	if h[i].msg.logTime != h[j].msg.logTime {
-		return h[i].msg.logTime < h[j].msg.logTime
+	a, b := &h[i], &h[j]
+	switch {
+	case a.msg.logTime != b.msg.logTime:
+		return a.msg.logTime < b.msg.logTime
+	case a.chunkOff != b.chunkOff:
+		return a.chunkOff < b.chunkOff
 	}
-	return h[i].order < h[j].order
+	return a.pos < b.pos
 }
 func (h msgHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *msgHeap) Push(x any)   { *h = append(*h, x.(pendingMsg)) }
@@ -92,12 +122,29 @@ func (h *msgHeap) Pop() any {
 	return x
 }
 
-// openFile reads the header, footer and summary of an MCAP file. want, if
-// not empty, restricts the messages returned to those topics.
-func openFile(r io.ReaderAt, size int64, name string, limit int64, want map[string]bool) (*fileReader, error) {
+// maxZstdExpansion bounds how many bytes one byte of a zstd frame can
+// become: the densest zstd block is an RLE block, 3 bytes of block header
+// and 1 byte that stand for at most 128 KiB (the largest block), 32768
+// bytes per byte. A chunk announcing more than this many times its
+// compressed size is refused before anything is allocated for it.
+const maxZstdExpansion = 32768
+
+// zstdKeepDecoderBelow is the largest zstd chunk after which the reader
+// keeps its decoder for the next chunk (see unzstd).
+const zstdKeepDecoderBelow = 8 << 20
+
+// openFile reads the header, footer and summary of an MCAP file and, when
+// the summary does not list the channels (or there is no summary), scans
+// the data section once (see scan). want, if not empty, restricts the
+// messages returned to those topics.
+func openFile(ctx context.Context, r io.ReaderAt, size int64, name string, limit int64, want map[string]bool) (*fileReader, error) {
 	f := &fileReader{r: r, size: size, name: name, limit: limit, want: want,
 		schemas: map[uint16]*mcap.Schema{}, channels: map[uint16]*mcap.Channel{}}
 	if err := f.readHeaderAndFooter(); err != nil {
+		return nil, err
+	}
+	if err := f.prepare(ctx); err != nil {
+		f.close()
 		return nil, err
 	}
 	return f, nil
@@ -105,6 +152,11 @@ func openFile(r io.ReaderAt, size int64, name string, limit int64, want map[stri
 
 func (f *fileReader) errorf(format string, args ...any) error {
 	return fmt.Errorf("bag: %s: %s", f.name, fmt.Sprintf(format, args...))
+}
+
+// cancelled wraps a context error with where the reader stopped.
+func (f *fileReader) cancelled(err error, what string) error {
+	return fmt.Errorf("bag: %s: %s: %w", f.name, what, err)
 }
 
 // readAt reads exactly n bytes at off, which the caller has checked lie in
@@ -117,29 +169,39 @@ func (f *fileReader) readAt(off, n int64) ([]byte, error) {
 	return buf, nil
 }
 
-// recordAt reads the record at off, which must end by end. It returns the
-// opcode, the body and the offset after the record.
-func (f *fileReader) recordAt(off, end int64) (mcap.OpCode, []byte, int64, error) {
+// recordPrefix reads the opcode and body length of the record at off,
+// which must end by end.
+func (f *fileReader) recordPrefix(off, end int64) (mcap.OpCode, int64, error) {
 	if end-off < recordPrefixLen {
-		return 0, nil, 0, f.errorf("truncated record at offset %d: %d bytes left, a record needs at least %d", off, end-off, recordPrefixLen)
+		return 0, 0, f.errorf("truncated record at offset %d: %d bytes left, a record needs at least %d", off, end-off, recordPrefixLen)
 	}
 	prefix, err := f.readAt(off, recordPrefixLen)
 	if err != nil {
-		return 0, nil, 0, err
+		return 0, 0, err
 	}
 	op := mcap.OpCode(prefix[0])
 	n := binary.LittleEndian.Uint64(prefix[1:])
 	if left := end - off - recordPrefixLen; n > uint64(left) {
-		return 0, nil, 0, f.errorf("%s record at offset %d claims %d bytes, only %d left", op, off, n, left)
+		return 0, 0, f.errorf("%s record at offset %d claims %d bytes, only %d left", op, off, n, left)
 	}
-	if n > uint64(f.limit) {
-		return 0, nil, 0, f.errorf("%s record at offset %d has %d bytes, more than the %d-byte limit", op, off, n, f.limit)
-	}
-	body, err := f.readAt(off+recordPrefixLen, int64(n))
+	return op, int64(n), nil
+}
+
+// recordAt reads the record at off, which must end by end. It returns the
+// opcode, the body and the offset after the record.
+func (f *fileReader) recordAt(off, end int64) (mcap.OpCode, []byte, int64, error) {
+	op, n, err := f.recordPrefix(off, end)
 	if err != nil {
 		return 0, nil, 0, err
 	}
-	return op, body, off + recordPrefixLen + int64(n), nil
+	if n > f.limit {
+		return 0, nil, 0, f.errorf("%s record at offset %d has %d bytes, more than the %d-byte limit", op, off, n, f.limit)
+	}
+	body, err := f.readAt(off+recordPrefixLen, n)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	return op, body, off + recordPrefixLen + n, nil
 }
 
 func (f *fileReader) readHeaderAndFooter() error {
@@ -190,9 +252,132 @@ func (f *fileReader) readHeaderAndFooter() error {
 			return err
 		}
 	}
-	f.linear = len(f.chunks) == 0 && (f.stats == nil || f.stats.MessageCount > 0)
-	f.pos = f.dataPos
 	return nil
+}
+
+// prepare decides how the data section is read. A file whose summary lists
+// its channels is read as the summary says: through its chunk indexes, or
+// record by record when it has none. Any other file (no summary, as when a
+// recording was not closed, or a summary without channels) is scanned
+// first, so that its topics are known before the first message is read;
+// the chunks the scan met then serve as its chunk index, unless the file
+// also holds messages outside chunks, which are read in file order.
+func (f *fileReader) prepare(ctx context.Context) error {
+	f.pos = f.dataPos
+	if len(f.channels) > 0 {
+		f.linear = len(f.chunks) == 0 && (f.stats == nil || f.stats.MessageCount > 0)
+		return nil
+	}
+	chunks, topLevel, err := f.scan(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(f.chunks) > 0: // the summary's chunk indexes
+	case topLevel:
+		f.linear = true
+	default:
+		f.chunks = chunks
+		return f.sortChunks()
+	}
+	return nil
+}
+
+// scan reads the data section once without keeping messages: it registers
+// the schema and channel records (also those inside chunks, which it
+// decompresses one at a time, within the reader's limit), counts the
+// messages of every channel, checks every chunk and message record it
+// meets, and returns an index of the chunks and whether messages occur
+// outside chunks.
+func (f *fileReader) scan(ctx context.Context) (chunks []*mcap.ChunkIndex, topLevel bool, err error) {
+	f.counts = map[uint16]uint64{}
+	countMessage := func(body []byte, where string) (uint64, error) {
+		if len(body) < messagePrefix {
+			return 0, f.errorf("message record %s is %d bytes, shorter than its %d-byte header", where, len(body), messagePrefix)
+		}
+		id := binary.LittleEndian.Uint16(body)
+		if f.channels[id] == nil {
+			return 0, f.errorf("message %s is on channel %d, which is not defined before it", where, id)
+		}
+		f.counts[id]++
+		return binary.LittleEndian.Uint64(body[6:]), nil
+	}
+	for off := f.dataPos; off < f.dataEnd; {
+		if err := ctx.Err(); err != nil {
+			return nil, false, f.cancelled(err, fmt.Sprintf("scan stopped at offset %d", off))
+		}
+		op, n, err := f.recordPrefix(off, f.dataEnd)
+		if err != nil {
+			return nil, false, err
+		}
+		next := off + recordPrefixLen + n
+		switch op {
+		case mcap.OpSchema, mcap.OpChannel:
+			_, body, _, err := f.recordAt(off, f.dataEnd)
+			if err != nil {
+				return nil, false, err
+			}
+			if err := f.addRecord(op, body); err != nil {
+				return nil, false, err
+			}
+		case mcap.OpMessage:
+			topLevel = true
+			if n < messagePrefix {
+				return nil, false, f.errorf("message record at offset %d is %d bytes, shorter than its %d-byte header", off, n, messagePrefix)
+			}
+			head, err := f.readAt(off+recordPrefixLen, messagePrefix)
+			if err != nil {
+				return nil, false, err
+			}
+			if _, err := countMessage(head, fmt.Sprintf("at offset %d", off)); err != nil {
+				return nil, false, err
+			}
+		case mcap.OpChunk:
+			_, body, _, err := f.recordAt(off, f.dataEnd)
+			if err != nil {
+				return nil, false, err
+			}
+			recs, start, end, err := f.chunkRecords(ctx, body, off)
+			if err != nil {
+				return nil, false, err
+			}
+			f.hold(int64(len(recs)))
+			err = f.forRecords(recs, off, func(op mcap.OpCode, body []byte) error {
+				switch op {
+				case mcap.OpSchema, mcap.OpChannel:
+					return f.addRecord(op, body)
+				case mcap.OpMessage:
+					at, err := countMessage(body, fmt.Sprintf("in the chunk at offset %d", off))
+					if err == nil && (at < start || at > end) {
+						err = f.errorf("chunk at offset %d holds a message at %d ns, outside its range [%d, %d]", off, at, start, end)
+					}
+					return err
+				}
+				return nil
+			})
+			f.hold(-int64(len(recs)))
+			if err != nil {
+				return nil, false, err
+			}
+			chunks = append(chunks, &mcap.ChunkIndex{
+				MessageStartTime: start,
+				MessageEndTime:   end,
+				ChunkStartOffset: uint64(off),
+				ChunkLength:      uint64(next - off),
+				UncompressedSize: uint64(len(recs)),
+			})
+		case mcap.OpDataEnd:
+			return chunks, topLevel, nil
+		}
+		off = next
+	}
+	return chunks, topLevel, nil
+}
+
+// hold adds n to the decompressed bytes the reader holds.
+func (f *fileReader) hold(n int64) {
+	f.held += n
+	f.peakHeld = max(f.peakHeld, f.held)
 }
 
 func (f *fileReader) readSummary(off, end int64) error {
@@ -211,9 +396,6 @@ func (f *fileReader) readSummary(off, end int64) error {
 			if err != nil {
 				return f.errorf("chunk index at offset %d: %v", off, err)
 			}
-			if err := f.checkChunkIndex(idx); err != nil {
-				return err
-			}
 			f.chunks = append(f.chunks, idx)
 		case mcap.OpStatistics:
 			if f.stats, err = mcap.ParseStatistics(body); err != nil {
@@ -222,14 +404,26 @@ func (f *fileReader) readSummary(off, end int64) error {
 		}
 		off = next
 	}
-	slices.SortStableFunc(f.chunks, func(a, b *mcap.ChunkIndex) int {
-		switch {
-		case a.MessageStartTime != b.MessageStartTime:
-			return cmpU64(a.MessageStartTime, b.MessageStartTime)
-		default:
-			return cmpU64(a.ChunkStartOffset, b.ChunkStartOffset)
+	return f.sortChunks()
+}
+
+// sortChunks checks the chunk indexes, makes sure no two of them share
+// bytes of the file, and sorts them by start time, then file offset.
+func (f *fileReader) sortChunks() error {
+	for _, idx := range f.chunks {
+		if err := f.checkChunkIndex(idx); err != nil {
+			return err
 		}
-	})
+	}
+	slices.SortFunc(f.chunks, func(a, b *mcap.ChunkIndex) int { return cmpU64(a.ChunkStartOffset, b.ChunkStartOffset) })
+	for i := 1; i < len(f.chunks); i++ {
+		a, b := f.chunks[i-1], f.chunks[i]
+		if a.ChunkStartOffset+a.ChunkLength > b.ChunkStartOffset {
+			return f.errorf("chunk indexes for [%d, +%d) and [%d, +%d) overlap: each chunk must be indexed once",
+				a.ChunkStartOffset, a.ChunkLength, b.ChunkStartOffset, b.ChunkLength)
+		}
+	}
+	slices.SortStableFunc(f.chunks, func(a, b *mcap.ChunkIndex) int { return cmpU64(a.MessageStartTime, b.MessageStartTime) })
 	return nil
 }
 
@@ -243,8 +437,12 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
+// wanted reports whether the messages of topic are returned.
+func (f *fileReader) wanted(topic string) bool { return len(f.want) == 0 || f.want[topic] }
+
 // addRecord registers a schema or channel record. A repeated record must
-// be identical to the first one with its id.
+// be identical to the first one with its id. A channel of a wanted topic
+// must carry CDR messages.
 func (f *fileReader) addRecord(op mcap.OpCode, body []byte) error {
 	switch op {
 	case mcap.OpSchema:
@@ -276,6 +474,10 @@ func (f *fileReader) addRecord(op mcap.OpCode, body []byte) error {
 			}
 			return nil
 		}
+		if f.wanted(c.Topic) && c.MessageEncoding != MessageEncodingCDR {
+			return f.errorf("topic %s (channel %d) has message encoding %q, want %q: this reader returns CDR messages only (leave the topic out with ReaderOptions.Topics)",
+				c.Topic, c.ID, c.MessageEncoding, MessageEncodingCDR)
+		}
 		f.channels[c.ID] = c
 	}
 	return nil
@@ -300,8 +502,10 @@ func (f *fileReader) checkChunkIndex(idx *mcap.ChunkIndex) error {
 }
 
 // chunkRecords parses a chunk record body and returns its decompressed
-// records and time range.
-func (f *fileReader) chunkRecords(body []byte, off int64) (recs []byte, start, end uint64, err error) {
+// records and time range. The decompressed size is the chunk's declared
+// one, which must be within the reader's limit (and, for zstd, within what
+// the compressed bytes can expand to); no decompressor may produce more.
+func (f *fileReader) chunkRecords(ctx context.Context, body []byte, off int64) (recs []byte, start, end uint64, err error) {
 	if len(body) < chunkFixedLen {
 		return nil, 0, 0, f.errorf("chunk at offset %d: %d bytes, too short", off, len(body))
 	}
@@ -318,11 +522,16 @@ func (f *fileReader) chunkRecords(body []byte, off int64) (recs []byte, start, e
 	rest = rest[clen:]
 	rlen := binary.LittleEndian.Uint64(rest)
 	rest = rest[8:]
-	if rlen != uint64(len(rest)) {
+	switch {
+	case rlen != uint64(len(rest)):
 		return nil, 0, 0, f.errorf("chunk at offset %d: records length %d, but the record holds %d bytes", off, rlen, len(rest))
-	}
-	if size > uint64(f.limit) {
+	case size > uint64(f.limit):
 		return nil, 0, 0, f.errorf("chunk at offset %d holds %d bytes, more than the %d-byte limit", off, size, f.limit)
+	case start > end:
+		return nil, 0, 0, f.errorf("chunk at offset %d starts at %d ns after it ends at %d ns", off, start, end)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, 0, f.cancelled(err, fmt.Sprintf("stopped before the chunk at offset %d", off))
 	}
 	switch mcap.CompressionFormat(compression) {
 	case mcap.CompressionNone:
@@ -331,26 +540,21 @@ func (f *fileReader) chunkRecords(body []byte, off int64) (recs []byte, start, e
 		}
 		recs = rest
 	case mcap.CompressionZSTD:
-		if f.zstd == nil {
-			if f.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(f.limit))); err != nil {
-				return nil, 0, 0, f.errorf("zstd: %v", err)
-			}
-		}
-		if err := f.zstd.Reset(bytes.NewReader(rest)); err != nil {
-			return nil, 0, 0, f.errorf("zstd chunk at offset %d: %v", off, err)
-		}
-		recs, err = readExactly(f.zstd, size, 4*len(rest))
+		recs, err = f.unzstd(rest, size)
 	case mcap.CompressionLZ4:
 		if f.lz4 == nil {
 			f.lz4 = lz4.NewReader(bytes.NewReader(rest))
 		} else {
 			f.lz4.Reset(bytes.NewReader(rest))
 		}
-		recs, err = readExactly(f.lz4, size, 4*len(rest))
+		recs, err = readExactly(ctx, f.lz4, size, 4*len(rest))
 	default:
 		return nil, 0, 0, f.errorf("chunk at offset %d uses compression %q (supported: none, zstd, lz4)", off, compression)
 	}
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, 0, 0, f.cancelled(err, fmt.Sprintf("stopped in the chunk at offset %d", off))
+		}
 		return nil, 0, 0, f.errorf("%s chunk at offset %d: %v", compression, off, err)
 	}
 	if crc != 0 {
@@ -361,15 +565,61 @@ func (f *fileReader) chunkRecords(body []byte, off int64) (recs []byte, start, e
 	return recs, start, end, nil
 }
 
+// unzstd decompresses a zstd chunk that announces size bytes into one
+// buffer of exactly that size. The announced size was checked against the
+// reader's limit; it is checked here against what the compressed bytes
+// can expand to and against the frame's own content size before the
+// buffer is allocated, and the decoder may not write past it.
+func (f *fileReader) unzstd(src []byte, size uint64) ([]byte, error) {
+	if size > uint64(len(src))*maxZstdExpansion {
+		return nil, fmt.Errorf("%d compressed bytes cannot hold the %d bytes announced (zstd expands at most %d-fold)",
+			len(src), size, maxZstdExpansion)
+	}
+	var h zstd.Header
+	if err := h.Decode(src); err == nil && h.HasFCS && h.FrameContentSize > size {
+		return nil, fmt.Errorf("decompressed data is %d bytes by its zstd frame header, longer than the %d bytes announced", h.FrameContentSize, size)
+	}
+	if f.zstd == nil {
+		var err error
+		f.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(f.limit)),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			return nil, err
+		}
+	}
+	out, err := f.zstd.DecodeAll(src, make([]byte, 0, size))
+	if size > zstdKeepDecoderBelow {
+		// The decoder keeps a reference to the last output it wrote, which
+		// would keep a large chunk alive next to the one loaded after it:
+		// a decoder that wrote a large chunk is dropped (a new one costs
+		// about 0.3 ms, little next to decoding more than 8 MiB).
+		f.zstd.Close()
+		f.zstd = nil
+	}
+	switch {
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return nil, fmt.Errorf("decompressed data is longer than the %d bytes announced", size)
+	case err != nil:
+		return nil, err
+	case uint64(len(out)) != size:
+		return nil, fmt.Errorf("decompressed data is %d bytes, shorter than the %d announced", len(out), size)
+	}
+	return out, nil
+}
+
 // readExactly decompresses exactly n bytes from r and checks that nothing
 // follows them. The buffer starts at a size guessed from the compressed
 // size (hint) and doubles up to n as data actually arrives, so a small
-// chunk announcing a huge size costs no huge allocation.
-func readExactly(r io.Reader, n uint64, hint int) ([]byte, error) {
+// chunk announcing a huge size costs no huge allocation. It stops with
+// ctx's error when ctx is done.
+func readExactly(ctx context.Context, r io.Reader, n uint64, hint int) ([]byte, error) {
 	const maxIdleReads = 100 // reads returning nothing before giving up
 	out := make([]byte, 0, min(n, uint64(max(hint, 1<<16))))
 	idle := 0
 	for uint64(len(out)) < n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if len(out) == cap(out) {
 			out = slices.Grow(out, int(min(n, 2*uint64(cap(out)))-uint64(len(out))))
 		}
@@ -402,7 +652,8 @@ func readExactly(r io.Reader, n uint64, hint int) ([]byte, error) {
 	return nil, errors.New("the decompressor does not end after the announced size")
 }
 
-// message parses a message record body. Data views body.
+// message parses a message record body. Data views body. It reports false
+// for a message of a topic that is not wanted.
 func (f *fileReader) message(body []byte) (Message, bool, error) {
 	if len(body) < messagePrefix {
 		return Message{}, false, f.errorf("message record of %d bytes, shorter than its %d-byte header", len(body), messagePrefix)
@@ -412,7 +663,7 @@ func (f *fileReader) message(body []byte) (Message, bool, error) {
 	if ch == nil {
 		return Message{}, false, f.errorf("message on channel %d, which is not defined before it", id)
 	}
-	if len(f.want) > 0 && !f.want[ch.Topic] {
+	if !f.wanted(ch.Topic) {
 		return Message{}, false, nil
 	}
 	m := Message{
@@ -455,7 +706,7 @@ func (f *fileReader) forRecords(recs []byte, off int64, fn func(op mcap.OpCode, 
 }
 
 // loadChunk reads the chunk idx points at and queues its messages.
-func (f *fileReader) loadChunk(idx *mcap.ChunkIndex) error {
+func (f *fileReader) loadChunk(ctx context.Context, idx *mcap.ChunkIndex) error {
 	off := int64(idx.ChunkStartOffset)
 	op, body, _, err := f.recordAt(off, off+int64(idx.ChunkLength))
 	if err != nil {
@@ -464,14 +715,17 @@ func (f *fileReader) loadChunk(idx *mcap.ChunkIndex) error {
 	if op != mcap.OpChunk {
 		return f.errorf("chunk index points at a %s record (offset %d)", op, off)
 	}
-	recs, _, _, err := f.chunkRecords(body, off)
+	recs, _, _, err := f.chunkRecords(ctx, body, off)
 	if err != nil {
 		return err
 	}
 	if uint64(len(recs)) != idx.UncompressedSize {
 		return f.errorf("chunk at offset %d holds %d bytes, its index says %d", off, len(recs), idx.UncompressedSize)
 	}
-	return f.forRecords(recs, off, func(op mcap.OpCode, body []byte) error {
+	hc := &heldChunk{size: int64(len(recs))}
+	f.hold(hc.size)
+	pos := 0
+	err = f.forRecords(recs, off, func(op mcap.OpCode, body []byte) error {
 		switch op {
 		case mcap.OpSchema, mcap.OpChannel:
 			return f.addRecord(op, body)
@@ -484,11 +738,16 @@ func (f *fileReader) loadChunk(idx *mcap.ChunkIndex) error {
 				return f.errorf("chunk at offset %d holds a message at %d ns, outside its indexed range [%d, %d]",
 					off, m.logTime, idx.MessageStartTime, idx.MessageEndTime)
 			}
-			f.loaded++
-			heap.Push(&f.pending, pendingMsg{msg: m, order: f.loaded})
+			pos++
+			hc.left++
+			heap.Push(&f.pending, pendingMsg{msg: m, chunkOff: idx.ChunkStartOffset, pos: pos, chunk: hc})
 		}
 		return nil
 	})
+	if hc.left == 0 {
+		f.hold(-hc.size)
+	}
+	return err
 }
 
 // wantsChunk reports whether a chunk may hold a message of a wanted topic,
@@ -506,18 +765,27 @@ func (f *fileReader) wantsChunk(idx *mcap.ChunkIndex) bool {
 }
 
 // nextMessage returns the next message in log-time order (file order for a
-// file without chunk indexes), or io.EOF.
-func (f *fileReader) nextMessage() (Message, error) {
+// file read linearly), or io.EOF.
+func (f *fileReader) nextMessage(ctx context.Context) (Message, error) {
 	if f.linear {
-		return f.nextLinear()
+		return f.nextLinear(ctx)
 	}
-	for f.next < len(f.chunks) && (f.pending.Len() == 0 || f.chunks[f.next].MessageStartTime <= f.pending[0].msg.logTime) {
+	for f.next < len(f.chunks) {
 		idx := f.chunks[f.next]
+		if f.pending.Len() > 0 {
+			// Load the chunk only if it may hold a message that comes
+			// before the earliest pending one (see fileReader).
+			top := &f.pending[0]
+			if idx.MessageStartTime > top.msg.logTime ||
+				idx.MessageStartTime == top.msg.logTime && idx.ChunkStartOffset > top.chunkOff {
+				break
+			}
+		}
 		f.next++
 		if !f.wantsChunk(idx) {
 			continue
 		}
-		if err := f.loadChunk(idx); err != nil {
+		if err := f.loadChunk(ctx, idx); err != nil {
 			f.chunks = nil
 			return Message{}, err
 		}
@@ -525,11 +793,15 @@ func (f *fileReader) nextMessage() (Message, error) {
 	if f.pending.Len() == 0 {
 		return Message{}, io.EOF
 	}
-	return heap.Pop(&f.pending).(pendingMsg).msg, nil
+	p := heap.Pop(&f.pending).(pendingMsg)
+	if p.chunk.left--; p.chunk.left == 0 {
+		f.hold(-p.chunk.size)
+	}
+	return p.msg, nil
 }
 
 // nextLinear reads the data section record by record.
-func (f *fileReader) nextLinear() (Message, error) {
+func (f *fileReader) nextLinear(ctx context.Context) (Message, error) {
 	for {
 		for len(f.chunkRecs) > 0 {
 			if len(f.chunkRecs) < recordPrefixLen {
@@ -542,6 +814,9 @@ func (f *fileReader) nextLinear() (Message, error) {
 			}
 			body := f.chunkRecs[recordPrefixLen : recordPrefixLen+n]
 			f.chunkRecs = f.chunkRecs[recordPrefixLen+n:]
+			if len(f.chunkRecs) == 0 {
+				f.hold(-f.held)
+			}
 			m, ok, err := f.linearRecord(op, body)
 			if err != nil {
 				return f.stopLinear(err)
@@ -556,6 +831,9 @@ func (f *fileReader) nextLinear() (Message, error) {
 		if f.pos >= f.dataEnd {
 			return Message{}, io.EOF
 		}
+		if err := ctx.Err(); err != nil {
+			return f.stopLinear(f.cancelled(err, fmt.Sprintf("stopped at offset %d", f.pos)))
+		}
 		off := f.pos
 		op, body, next, err := f.recordAt(off, f.dataEnd)
 		if err != nil {
@@ -566,7 +844,7 @@ func (f *fileReader) nextLinear() (Message, error) {
 		case mcap.OpDataEnd:
 			f.pos = f.dataEnd
 		case mcap.OpChunk:
-			recs, start, end, err := f.chunkRecords(body, off)
+			recs, start, end, err := f.chunkRecords(ctx, body, off)
 			if err != nil {
 				return f.stopLinear(err)
 			}
@@ -574,6 +852,7 @@ func (f *fileReader) nextLinear() (Message, error) {
 			if len(recs) == 0 {
 				f.chunkRecs = nil
 			}
+			f.hold(int64(len(f.chunkRecs)))
 		default:
 			m, ok, err := f.linearRecord(op, body)
 			if err != nil {
@@ -599,6 +878,7 @@ func (f *fileReader) linearRecord(op mcap.OpCode, body []byte) (Message, bool, e
 func (f *fileReader) stopLinear(err error) (Message, error) {
 	f.pos = f.dataEnd
 	f.chunkRecs = nil
+	f.hold(-f.held)
 	return Message{}, err
 }
 

@@ -1,6 +1,7 @@
 package bag
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,9 @@ const DefaultMaxChunkBytes = 1 << 30
 type ReaderOptions struct {
 	// Topics, if not empty, restricts the messages returned to these topics.
 	Topics []string
-	// MaxChunkBytes bounds every record read and every chunk decompressed;
-	// a file announcing more is rejected. 0 means DefaultMaxChunkBytes.
+	// MaxChunkBytes bounds every record read and every chunk decompressed
+	// (a file announcing more is rejected), and so the memory the reader
+	// needs per chunk it holds. 0 means DefaultMaxChunkBytes.
 	MaxChunkBytes int64
 }
 
@@ -48,12 +50,29 @@ type Topic struct {
 	SchemaEncoding     string // "ros2msg"
 	Definition         string // the full message definition stored as the schema
 	OfferedQoSProfiles []QoS
-	MessageCount       uint64 // from the files' statistics
+	MessageCount       uint64 // from the files' statistics, or counted when a file without them was scanned
 }
 
-// Reader reads the messages of a bag in log-time order. It streams: it
-// holds at most the chunks whose time ranges overlap, not whole files. A
-// Reader is not safe for concurrent use.
+// Reader reads the messages of a bag in log-time order. It streams: of
+// each file it holds the decompressed chunks whose messages it has not
+// returned yet, and it loads a chunk only when that chunk may hold the
+// next message in (log time, file order), so chunks that merely share log
+// times are held one at a time and the memory it needs is bounded by the
+// largest chunk (more only where chunks' time ranges really overlap).
+// Every decompression is bounded by the chunk's declared size, itself
+// bounded by ReaderOptions.MaxChunkBytes.
+//
+// A file without a summary (a recording that was not closed) or whose
+// summary lists no channels is scanned once when it is opened, chunk by
+// chunk, so that Topics is complete from the start; its chunks are then
+// read in log-time order like an indexed file's, or, when it holds
+// messages outside chunks, in file order.
+//
+// Only channels with message encoding "cdr" are read: opening a bag (or
+// reading on) fails, naming the topic and its encoding, when a wanted
+// topic (see ReaderOptions.Topics) has another one.
+//
+// A Reader is not safe for concurrent use.
 type Reader struct {
 	meta   *Metadata
 	files  []*fileReader
@@ -66,11 +85,15 @@ type Reader struct {
 
 // Open opens a bag: a bag folder (its metadata.yaml lists the MCAP files;
 // without one, every *.mcap file of the folder is read) or a single .mcap
-// file.
-func Open(path string) (*Reader, error) { return OpenWith(path, ReaderOptions{}) }
+// file. It is OpenWith with a background context and no options.
+func Open(path string) (*Reader, error) {
+	return OpenWith(context.Background(), path, ReaderOptions{})
+}
 
-// OpenWith opens a bag like Open, with options.
-func OpenWith(path string, opts ReaderOptions) (*Reader, error) {
+// OpenWith opens a bag like Open, with options. Opening a file without a
+// summary scans it (see Reader); ctx stops that scan, between records and
+// chunks.
+func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, error) {
 	limit := opts.MaxChunkBytes
 	switch {
 	case limit < 0:
@@ -104,7 +127,7 @@ func OpenWith(path string, opts ReaderOptions) (*Reader, error) {
 			r.Close()
 			return nil, fmt.Errorf("bag: %w", err)
 		}
-		fr, err := openFile(f, st.Size(), p, limit, want)
+		fr, err := openFile(ctx, f, st.Size(), p, limit, want)
 		if err != nil {
 			r.Close()
 			return nil, err
@@ -188,6 +211,8 @@ func mergeTopics(files []*fileReader) ([]Topic, error) {
 			}
 			if f.stats != nil {
 				t.MessageCount = f.stats.ChannelMessageCounts[id]
+			} else {
+				t.MessageCount = f.counts[id]
 			}
 			i, seen := byName[t.Name]
 			if !seen {
@@ -208,22 +233,33 @@ func mergeTopics(files []*fileReader) ([]Topic, error) {
 // as a single .mcap file or its folder has none.
 func (r *Reader) Metadata() *Metadata { return r.meta }
 
-// Topics lists the recorded topics.
+// Topics lists the recorded topics, all of them whatever
+// ReaderOptions.Topics says, from the files' summaries or, for a file
+// without one, from the scan of its records when it was opened.
 func (r *Reader) Topics() []Topic { return slices.Clone(r.topics) }
 
 // Next returns the next message in log-time order across the bag's files
 // (messages with equal log times come in file order), or io.EOF after the
-// last one. A file without chunk indexes (an unindexed MCAP file, not what
-// rosbag2 or Writer produce) is read in file order. After any other error
-// the reader is unusable.
-func (r *Reader) Next() (Message, error) {
+// last one. A file holding messages outside chunks without a chunk index
+// (not what rosbag2 or Writer produce) is read in file order.
+//
+// When ctx is done before Next starts, it returns ctx's error and the
+// reader stays usable; cancellation seen while a chunk is being loaded is
+// an error like any other (it wraps ctx's error): after any error but
+// io.EOF and that first case the reader is unusable. A single chunk's
+// decompression is not interrupted: it is bounded by
+// ReaderOptions.MaxChunkBytes.
+func (r *Reader) Next(ctx context.Context) (Message, error) {
 	if r.err != nil {
 		return Message{}, r.err
+	}
+	if err := ctx.Err(); err != nil {
+		return Message{}, fmt.Errorf("bag: reading stopped: %w", err)
 	}
 	best := -1
 	for i, f := range r.files {
 		if r.heads[i] == nil && !r.done[i] {
-			m, err := f.nextMessage()
+			m, err := f.nextMessage(ctx)
 			switch {
 			case errors.Is(err, io.EOF):
 				r.done[i] = true
@@ -246,12 +282,13 @@ func (r *Reader) Next() (Message, error) {
 	return m, nil
 }
 
-// Messages iterates over the remaining messages, in log-time order. An
-// error ends the iteration after being yielded with an empty Message.
-func (r *Reader) Messages() iter.Seq2[Message, error] {
+// Messages iterates over the remaining messages, in log-time order (see
+// Next). An error, ctx's included, ends the iteration after being yielded
+// with an empty Message.
+func (r *Reader) Messages(ctx context.Context) iter.Seq2[Message, error] {
 	return func(yield func(Message, error) bool) {
 		for {
-			m, err := r.Next()
+			m, err := r.Next(ctx)
 			if errors.Is(err, io.EOF) {
 				return
 			}

@@ -176,7 +176,7 @@ func TestRosbag2Interop(t *testing.T) {
 		}
 	}
 	n := 0
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}

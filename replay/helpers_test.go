@@ -115,7 +115,7 @@ func rewriteBag(t *testing.T, src, dst string, edit func(m *bag.Message) bool) {
 			t.Fatal(err)
 		}
 	}
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,13 +159,13 @@ func tamperAction(t *testing.T, kvSeq uint64, delta float32) func(m *bag.Message
 // times.
 func readChunks(t *testing.T, path, topic string) []replay.Recorded {
 	t.Helper()
-	r, err := bag.OpenWith(path, bag.ReaderOptions{Topics: []string{topic}})
+	r, err := bag.OpenWith(t.Context(), path, bag.ReaderOptions{Topics: []string{topic}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	var out []replay.Recorded
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -106,7 +106,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 			return nil, fmt.Errorf("replay: output bag folder %s already exists", o.Output)
 		}
 	}
-	r, err := bag.OpenWith(rec.Path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context}})
+	r, err := bag.OpenWith(ctx, rec.Path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context}})
 	if err != nil {
 		return nil, fmt.Errorf("replay: open bag: %w", err)
 	}
@@ -128,7 +128,11 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 		kvDone      int
 		lastKV      int64
 	)
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(ctx) {
+		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			interrupted = true // the reader stopped for ctx
+			break
+		}
 		if err != nil {
 			readErr = fmt.Errorf("replay: read bag %s: %w", rec.Path, err)
 			break

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"image/png"
 	"os"
@@ -193,7 +194,7 @@ func readAll(t *testing.T, path string) bagContents {
 	}
 	defer r.Close()
 	c := bagContents{topics: r.Topics(), msgs: map[string][]bag.Message{}}
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -548,6 +549,20 @@ func TestScanErrors(t *testing.T) {
 		t.Errorf("wrong type: %v", err)
 	}
 
+	// A bag recorded without summary (a recording that was not closed):
+	// its topics are listed, not "none", and it scans fully.
+	cut := filepath.Join(dir, "summaryless.mcap")
+	os.WriteFile(cut, cutSummary(t, data), 0o644)
+	other = topics
+	other.KVCache = "/robot/video_kv_cache"
+	if _, err := replay.Scan(ctx, cut, other); err == nil || !strings.Contains(err.Error(), "no topic /robot/video_kv_cache") ||
+		!strings.Contains(err.Error(), "/video_kv_cache (fastwam_action_expert/msg/VideoKVCache)") {
+		t.Errorf("missing topic in a summary-less bag: %v", err)
+	}
+	if rec, err := replay.Scan(ctx, cut, topics); err != nil || rec.KVCount != 8 || rec.ContextCount != 8 || len(rec.Recorded) != 8 {
+		t.Errorf("summary-less bag: %+v, %v; want 8 inputs of each kind and 8 recorded chunks", rec, err)
+	}
+
 	// A backend of another shape is refused before anything runs.
 	rec := scan(t, src)
 	d := tinyBackend(t).Dims()
@@ -556,6 +571,23 @@ func TestScanErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "shape [2 1 8 32], the backend takes [2 1 16 32]") {
 		t.Errorf("foreign model: %v", err)
 	}
+}
+
+// cutSummary turns a closed MCAP file into one without summary section
+// (data end record, then a footer whose summary start is 0), as a
+// recording that was not closed leaves it once its end is repaired.
+func cutSummary(t *testing.T, data []byte) []byte {
+	t.Helper()
+	footer := len(data) - 8 - 9 - 20
+	start := binary.LittleEndian.Uint64(data[footer+9:])
+	if start == 0 || start > uint64(footer) {
+		t.Fatalf("no summary to cut (summary start %d)", start)
+	}
+	out := bytes.Clone(data[:start])
+	out = append(out, 0x02) // footer opcode
+	out = binary.LittleEndian.AppendUint64(out, 20)
+	out = append(out, make([]byte, 20)...)
+	return append(out, data[len(data)-8:]...) // the magic
 }
 
 // dimsBackend only has a contract.

@@ -52,7 +52,9 @@ type Recording struct {
 // recorded on the actions topic. Topic names must be fully qualified (see
 // ResolveTopics).
 func Scan(ctx context.Context, path string, topics node.Topics) (*Recording, error) {
-	r, err := bag.Open(path)
+	// Only the node's topics are read: another topic of the bag may hold
+	// what this reader does not decode (a non-CDR channel, say).
+	r, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context, topics.Actions}})
 	if err != nil {
 		return nil, fmt.Errorf("replay: open bag: %w", err)
 	}
@@ -90,7 +92,7 @@ func Scan(ctx context.Context, path string, topics node.Topics) (*Recording, err
 	}
 
 	rec := &Recording{Path: path, Topics: topics}
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(ctx) {
 		if err != nil {
 			return nil, fmt.Errorf("replay: read bag %s: %w", path, err)
 		}

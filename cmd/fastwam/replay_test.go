@@ -68,7 +68,7 @@ func tamperedBag(t *testing.T) string {
 		}
 	}
 	tampered := 0
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestReplayOutputPlotProgress(t *testing.T) {
 	}
 	defer r.Close()
 	chunks := 0
-	for m, err := range r.Messages() {
+	for m, err := range r.Messages(t.Context()) {
 		if err != nil {
 			t.Fatal(err)
 		}
