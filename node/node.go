@@ -110,6 +110,17 @@ type Node struct {
 	seq    uint64
 	out    msgs.ActionChunk
 	outBuf []byte
+	host   hostTimes // the last published chunk's host path
+}
+
+// hostTimes splits the host's work on one published chunk into its parts,
+// on the node's clock: what the robot waits for besides the device.
+type hostTimes struct {
+	Decode time.Duration // receive path: decoding and checking both messages
+	Input  time.Duration // worker: moving the tensors into the backend's inputs
+	Bind   time.Duration // the backend's BindChunk (validation included)
+	Steps  time.Duration // the denoise steps
+	Encode time.Duration // encoding the ActionChunk
 }
 
 // New checks the configuration against the backend's contract, loads the
@@ -322,7 +333,7 @@ func (n *Node) onKV(data []byte) {
 		n.rejected(rej)
 		return
 	}
-	in.recv = now
+	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if rej := n.kvStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
 		n.mu.Unlock()
@@ -349,7 +360,7 @@ func (n *Node) onContext(data []byte) {
 		n.rejected(rej)
 		return
 	}
-	in.recv = now
+	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.ctxStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {

@@ -60,16 +60,18 @@ func reject(topic string, r Reason, format string, args ...any) *inputError {
 
 // kvInput is a decoded VideoKVCache whose tensors view the received bytes.
 type kvInput struct {
-	msg   msgs.VideoKVCache
-	stamp time.Time // header stamp
-	recv  time.Time // arrival on the node's clock
+	msg    msgs.VideoKVCache
+	stamp  time.Time     // header stamp
+	recv   time.Time     // arrival on the node's clock
+	decode time.Duration // the receive path's decoding and checks
 }
 
 // ctxInput is a decoded TextContext whose tensor views the received bytes.
 type ctxInput struct {
-	msg   msgs.TextContext
-	stamp time.Time
-	recv  time.Time
+	msg    msgs.TextContext
+	stamp  time.Time
+	recv   time.Time
+	decode time.Duration
 }
 
 func stampTime(t msgs.Time) time.Time {

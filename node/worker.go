@@ -21,6 +21,7 @@ type reloader interface {
 func (n *Node) process(ctx context.Context, p *pair) {
 	d := n.dims
 	kvTopic, ctxTopic := n.p.Topics.KVCache, n.p.Topics.Context
+	tIn := n.now()
 	for _, t := range []struct {
 		topic, field string
 		src          msgs.Tensor
@@ -46,6 +47,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	seed := n.p.NoiseSeed + p.kv.msg.Seq
 	x0 := expert.Noise(seed, d.LatentLen())
 	t0 := n.now()
+	host := hostTimes{Decode: p.kv.decode + p.ctx.decode, Input: t0.Sub(tIn)}
 	// The backend validates the chunk before any compute (the contract's
 	// ValidateChunk): non-finite values are found there, once, as are
 	// inputs this backend cannot take (the HTP graph's fixed visibility).
@@ -97,7 +99,13 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	m.DenoiseMs, m.ReceiveToPublishMs, m.InputAgeMs = ms(denoise), ms(r2p), ms(age)
 	m.StaleInput = stale
 
+	host.Bind = res.BindTime
+	for _, st := range res.StepTimes {
+		host.Steps += st
+	}
 	buf, err := m.AppendCDR(n.outBuf[:0])
+	host.Encode = n.now().Sub(tPub)
+	n.host = host
 	if err != nil {
 		n.backendFailed(ctx, seq, fmt.Errorf("encode action chunk: %w", err))
 		return
