@@ -106,7 +106,9 @@ type Node struct {
 	lastReport   Snapshot // counters at the previous diagnostics
 
 	// Worker-owned.
-	chunk  expert.Chunk
+	chunk  expert.Chunk // the inputs of a backend that is not an expert.InputBinder
+	x      []float32    // latents: the initial noise, then the actions
+	pred   []float32    // the backend's prediction at a step
 	seq    uint64
 	out    msgs.ActionChunk
 	outBuf []byte
@@ -117,8 +119,8 @@ type Node struct {
 // on the node's clock: what the robot waits for besides the device.
 type hostTimes struct {
 	Decode time.Duration // receive path: decoding and checking both messages
-	Input  time.Duration // worker: moving the tensors into the backend's inputs
-	Bind   time.Duration // the backend's BindChunk (validation included)
+	Input  time.Duration // worker: decoding and checking the tensors into the backend's inputs
+	Bind   time.Duration // the backend's BindChunk or BindInputs
 	Steps  time.Duration // the denoise steps
 	Encode time.Duration // encoding the ActionChunk
 }
@@ -151,12 +153,16 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 		pairer: &pairer{policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
 			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
-		chunk: expert.Chunk{
+		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
+	}
+	if _, ok := b.(expert.InputBinder); !ok {
+		// The backend keeps no input buffers the node could write into.
+		n.chunk = expert.Chunk{
 			VideoKeys:   make([]float32, d.KVLen()),
 			VideoValues: make([]float32, d.KVLen()),
 			Context:     make([]float32, d.ContextLen()),
 			ContextMask: make([]bool, d.ContextTokens),
-		},
+		}
 	}
 	if n.log == nil {
 		n.log = nopLogger{}
