@@ -218,3 +218,57 @@ func TestDecodeCheckedAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per four decodes", a)
 	}
 }
+
+// TestCopyCheck checks the copy-and-check kernels (assembly on amd64) and
+// their portable versions against each other and against the definition:
+// the copy is exact, and a block is flagged exactly when one of its values,
+// at any position, has an all-ones exponent.
+func TestCopyCheck(t *testing.T) {
+	kernels := []struct {
+		name  string
+		fn    func(dst, src *byte, n int) bool
+		width int
+		bad   []uint32 // non-finite patterns
+		good  []uint32 // finite extremes
+	}{
+		{"copyCheck32", copyCheck32, 4, []uint32{0x7f800000, 0xff800000, 0x7fc00000, 0xffffffff, 0x7f800001}, []uint32{0x7f7fffff, 0xff7fffff, 0x80000000, 0x00000001, 0x3f800000, 0x007fffff}},
+		{"copyCheckGo32", copyCheckGo32, 4, []uint32{0x7f800000, 0xff800000, 0x7fc00000, 0xffffffff, 0x7f800001}, []uint32{0x7f7fffff, 0xff7fffff, 0x80000000, 0x00000001, 0x3f800000, 0x007fffff}},
+		{"copyCheck16", copyCheck16, 2, []uint32{0x7c00, 0xfc00, 0x7e00, 0xffff, 0x7c01}, []uint32{0x7bff, 0xfbff, 0x8000, 0x0001, 0x3c00, 0x03ff}},
+		{"copyCheckGo16", copyCheckGo16, 2, []uint32{0x7c00, 0xfc00, 0x7e00, 0xffff, 0x7c01}, []uint32{0x7bff, 0xfbff, 0x8000, 0x0001, 0x3c00, 0x03ff}},
+	}
+	put := func(b []byte, i, w int, v uint32) {
+		if w == 4 {
+			binary.LittleEndian.PutUint32(b[4*i:], v)
+		} else {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+		}
+	}
+	for _, k := range kernels {
+		for _, n := range []int{64, 192} {
+			src := make([]byte, n+8)[8:] // 8-byte aligned
+			for i := range n / k.width {
+				put(src, i, k.width, k.good[i%len(k.good)])
+			}
+			dst := make([]byte, n)
+			if k.fn(&dst[0], &src[0], n) {
+				t.Errorf("%s: finite block of %d bytes flagged", k.name, n)
+			}
+			if string(dst) != string(src) {
+				t.Fatalf("%s: copy differs", k.name)
+			}
+			for i := range n / k.width {
+				for _, b := range k.bad {
+					s := append([]byte(nil), src...)
+					put(s, i, k.width, b)
+					clear(dst)
+					if !k.fn(&dst[0], &s[0], n) {
+						t.Fatalf("%s: %#x at element %d of %d bytes not flagged", k.name, b, i, n)
+					}
+					if string(dst) != string(s) {
+						t.Fatalf("%s: copy differs", k.name)
+					}
+				}
+			}
+		}
+	}
+}

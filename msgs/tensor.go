@@ -171,7 +171,8 @@ func (t Tensor) String() string {
 }
 
 // checkBlock is the number of bytes DecodeF32Checked and DecodeF16Checked
-// move before checking them: small enough to check from the L1 cache.
+// copy and check at a time; a block that holds a non-finite value is then
+// scanned for its index, from the cache.
 const checkBlock = 64 << 10
 
 // DecodeF32Checked writes the tensor's elements as float32 into dst, which
@@ -200,7 +201,9 @@ func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
 		out := f32Bytes(dst)
 		for lo := 0; lo < len(out); lo += checkBlock {
 			hi := min(lo+checkBlock, len(out))
-			copy(out[lo:hi], t.Data[lo:hi])
+			if !copyChecked32(out[lo:hi], t.Data[lo:hi]) {
+				continue
+			}
 			if i := firstNonFinite32(dst[lo/4 : hi/4]); i >= 0 {
 				return lo/4 + i, dst[lo/4+i], nil
 			}
@@ -251,7 +254,9 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 2*len(dst))
 		for lo := 0; lo < len(out); lo += checkBlock {
 			hi := min(lo+checkBlock, len(out))
-			copy(out[lo:hi], src[lo:hi])
+			if !copyChecked16(out[lo:hi], src[lo:hi]) {
+				continue
+			}
 			if i := firstNonFinite16(dst[lo/2 : hi/2]); i >= 0 {
 				return lo/2 + i, f16ToF32(dst[lo/2+i]), nil
 			}
@@ -267,6 +272,47 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		}
 	}
 	return -1, 0, nil
+}
+
+// copyChecked32 copies src into dst (of the same length, a multiple of 4)
+// and reports whether a NaN or infinite float32 may be among the bytes
+// (true sends the caller to the exact scan).
+func copyChecked32(dst, src []byte) bool {
+	whole := len(src) &^ 63
+	bad := false
+	if whole > 0 {
+		bad = copyCheck32(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
+	}
+	if whole < len(src) {
+		copy(dst[whole:], src[whole:])
+		bad = bad || firstNonFiniteBytes32(src[whole:]) >= 0
+	}
+	return bad
+}
+
+// copyChecked16 is copyChecked32 for binary16 values.
+func copyChecked16(dst, src []byte) bool {
+	whole := len(src) &^ 63
+	bad := false
+	if whole > 0 {
+		bad = copyCheck16(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
+	}
+	for i := whole; i+1 < len(src); i += 2 {
+		dst[i], dst[i+1] = src[i], src[i+1]
+		bad = bad || src[i+1]&0x7c == 0x7c
+	}
+	return bad
+}
+
+// firstNonFiniteBytes32 is firstNonFinite32 over little-endian bytes,
+// one value at a time: for short tails.
+func firstNonFiniteBytes32(b []byte) int {
+	for i := 0; i+3 < len(b); i += 4 {
+		if binary.LittleEndian.Uint32(b[i:])&0x7f800000 == 0x7f800000 {
+			return i / 4
+		}
+	}
+	return -1
 }
 
 // checkedDst validates the tensor and a destination of n elements.

@@ -1,0 +1,13 @@
+package msgs
+
+// copyCheck32 copies n bytes, a multiple of 64, from src to dst and
+// reports whether a NaN or infinite little-endian float32 is among them
+// (SSE2, in copycheck_amd64.s).
+//
+//go:noescape
+func copyCheck32(dst, src *byte, n int) bool
+
+// copyCheck16 is copyCheck32 for little-endian binary16 values.
+//
+//go:noescape
+func copyCheck16(dst, src *byte, n int) bool
