@@ -185,6 +185,9 @@ func TestF32ToF16(t *testing.T) {
 		if got := f32ToF16(tc.in); got != tc.want {
 			t.Errorf("f32ToF16(%v) = %#04x, want %#04x", tc.in, got, tc.want)
 		}
+		if got := f32BitsToF16(math.Float32bits(tc.in)); got != tc.want {
+			t.Errorf("f32BitsToF16(%v) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
 	}
 	if got := f32ToF16(float32(math.NaN())); got&0x7c00 != 0x7c00 || got&0x3ff == 0 {
 		t.Errorf("NaN converted to %#04x, not a NaN", got)
@@ -195,6 +198,20 @@ func TestF32ToF16(t *testing.T) {
 		}
 		if got := f32ToF16(f16ToF32(uint16(h))); got != uint16(h) {
 			t.Fatalf("round trip of %#04x gave %#04x", h, got)
+		}
+	}
+	// The fast path agrees with the general conversion on every float32
+	// whose top 19 bits vary (all exponents, the mantissa bits that decide
+	// the rounding: the kept ones' lowest, the half and the sticky bits).
+	for hi := range uint32(1 << 19) {
+		for _, lo := range []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff} {
+			b := hi<<13 | lo
+			if b&0x7f800000 == 0x7f800000 {
+				continue
+			}
+			if got, want := f32BitsToF16(b), f32ToF16(math.Float32frombits(b)); got != want {
+				t.Fatalf("f32BitsToF16(%#08x) = %#04x, f32ToF16 gives %#04x", b, got, want)
+			}
 		}
 	}
 }

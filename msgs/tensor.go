@@ -263,6 +263,17 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		}
 	case DTypeFloat32:
 		src := t.Data[:4*n]
+		if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%4 == 0 {
+			w := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
+			dst = dst[:len(w)]
+			for i, b := range w {
+				if b&0x7f800000 == 0x7f800000 {
+					return i, math.Float32frombits(b), nil
+				}
+				dst[i] = f32BitsToF16(b)
+			}
+			return -1, 0, nil
+		}
 		for i := range dst {
 			v := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 			if !finite32(v) {
@@ -272,6 +283,19 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		}
 	}
 	return -1, 0, nil
+}
+
+// f32BitsToF16 is f32ToF16 of the float32 with bits b, with a fast path
+// for the values whose binary16 result is normal or overflows: rebias the
+// exponent (subtract 112 << 23), then round the 13 dropped bits to
+// nearest even by adding 0xfff plus the kept part's lowest bit; a carry
+// runs into the exponent, up to the infinity 0x7c00, as it must.
+func f32BitsToF16(b uint32) uint16 {
+	abs := b & 0x7fffffff
+	if abs-0x38800000 < 0x47800000-0x38800000 { // 2^-14 <= |v| < 2^16
+		return uint16(b>>16)&0x8000 | uint16((abs-0x38000000+0xfff+(abs>>13)&1)>>13)
+	}
+	return f32ToF16(math.Float32frombits(b))
 }
 
 // copyChecked32 copies src into dst (of the same length, a multiple of 4)
