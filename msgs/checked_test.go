@@ -3,6 +3,7 @@ package msgs
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -287,5 +288,61 @@ func TestCopyCheck(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestUnmarshalCDRReuse: decoding in place gives what UnmarshalCDR gives,
+// for a message of another layout too (shorter shape, no mask, another
+// frame id), and decoding the same layout again allocates nothing.
+func TestUnmarshalCDRReuse(t *testing.T) {
+	mk := func(frame string, shape []uint32, mask []bool) []byte {
+		n := 1
+		for _, d := range shape {
+			n *= int(d)
+		}
+		m := TextContext{Header: Header{FrameID: frame}, Seq: 3, Instruction: "go",
+			Context: NewTensorF32(shape, make([]float32, n)), AttentionMask: mask}
+		b, err := m.MarshalCDR()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a := mk("camera", []uint32{1, 2, 3}, []bool{true, false})
+	b := mk("cam", []uint32{4}, nil)
+	var m TextContext
+	for _, data := range [][]byte{a, b, a} {
+		var want TextContext
+		if err := want.UnmarshalCDR(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.UnmarshalCDRReuse(data); err != nil {
+			t.Fatal(err)
+		}
+		if m.Header != want.Header || m.Instruction != want.Instruction || m.Seq != want.Seq ||
+			!slices.Equal(m.Context.Shape, want.Context.Shape) || string(m.Context.Data) != string(want.Context.Data) ||
+			!slices.Equal(m.AttentionMask, want.AttentionMask) || (m.AttentionMask == nil) != (want.AttentionMask == nil) {
+			t.Fatalf("reused decode %+v, want %+v", m, want)
+		}
+	}
+	var kv VideoKVCache
+	shape := []uint32{2, 1, 3, 4}
+	kvb, err := (&VideoKVCache{Header: Header{FrameID: "camera"}, Keys: NewTensorF32(shape, make([]float32, 24)),
+		Values: NewTensorF32(shape, make([]float32, 24))}).MarshalCDR()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := testing.AllocsPerRun(10, func() {
+		if err := m.UnmarshalCDRReuse(a); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.UnmarshalCDRReuse(kvb); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("%v allocations per reused decode", a)
+	}
+	if err := m.UnmarshalCDRReuse(a[:len(a)-3]); err == nil {
+		t.Error("truncated message decoded")
 	}
 }

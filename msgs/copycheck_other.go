@@ -2,12 +2,9 @@
 
 package msgs
 
-
-
 // copyCheck32 copies n bytes, a multiple of 64, from src to dst and
 // reports whether a NaN or infinite little-endian float32 is among them.
 func copyCheck32(dst, src *byte, n int) bool { return copyCheckGo32(dst, src, n) }
 
 // copyCheck16 is copyCheck32 for little-endian binary16 values.
 func copyCheck16(dst, src *byte, n int) bool { return copyCheckGo16(dst, src, n) }
-

@@ -97,6 +97,7 @@ type Node struct {
 	ctxStamp stampCheck
 	slot     *slot
 	stats    *stats
+	recycle  *recycler // the receive path's inputs and pairs, reused
 
 	// Reported state.
 	stateMu      sync.Mutex
@@ -147,10 +148,12 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	rc := newRecycler()
 	n := &Node{
 		p: p, dims: d, backend: b, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sched: sched,
-		golden: cfg.Golden,
-		pairer: &pairer{policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
+		golden:  cfg.Golden,
+		recycle: rc,
+		pairer: &pairer{rc: rc, policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
 			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
 		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
@@ -254,7 +257,8 @@ func (n *Node) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 		n.setState(StateStopped)
-		if n.slot.Clear() != nil {
+		if p := n.slot.Clear(); p != nil {
+			n.recycle.freePair(p)
 			n.dropped(n.p.Topics.KVCache, DropShutdown)
 		}
 		n.publishDiagnostics(n.now())
@@ -294,6 +298,7 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		}
 		n.process(runCtx, p)
+		n.recycle.freePair(p)
 	}
 }
 
@@ -334,8 +339,9 @@ func (n *Node) onKV(data []byte) {
 		n.dropped(topic, DropInactive)
 		return
 	}
-	in, rej := decodeKV(topic, data, n.dims)
-	if rej != nil {
+	in := n.recycle.newKV()
+	if rej := decodeKV(in, topic, data, n.dims); rej != nil {
+		n.recycle.freeKV(in)
 		n.rejected(rej)
 		return
 	}
@@ -343,6 +349,7 @@ func (n *Node) onKV(data []byte) {
 	n.mu.Lock()
 	if rej := n.kvStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
 		n.mu.Unlock()
+		n.recycle.freeKV(in)
 		n.rejected(rej)
 		return
 	}
@@ -361,8 +368,9 @@ func (n *Node) onContext(data []byte) {
 		n.dropped(topic, DropInactive)
 		return
 	}
-	in, rej := decodeContext(topic, data, n.dims)
-	if rej != nil {
+	in := n.recycle.newCtx()
+	if rej := decodeContext(in, topic, data, n.dims); rej != nil {
+		n.recycle.freeCtx(in)
 		n.rejected(rej)
 		return
 	}
@@ -371,6 +379,7 @@ func (n *Node) onContext(data []byte) {
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.ctxStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
 			n.mu.Unlock()
+			n.recycle.freeCtx(in)
 			n.rejected(rej)
 			return
 		}
@@ -386,7 +395,8 @@ func (n *Node) offer(p *pair) {
 		return
 	}
 	n.stats.pair()
-	if n.slot.Put(p) != nil {
+	if old := n.slot.Put(p); old != nil {
+		n.recycle.freePair(old)
 		n.dropped(n.p.Topics.KVCache, DropSuperseded)
 	}
 }
