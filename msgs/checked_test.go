@@ -346,3 +346,49 @@ func TestUnmarshalCDRReuse(t *testing.T) {
 		t.Error("truncated message decoded")
 	}
 }
+
+// TestF16ToF32Normal runs the branch-free conversion (assembly on amd64)
+// and its portable version over every binary16 value, eight at a time: a
+// block is flagged exactly when it holds a zero, subnormal, infinity or
+// NaN, and an unflagged block converts exactly.
+func TestF16ToF32Normal(t *testing.T) {
+	for _, k := range []struct {
+		name string
+		fn   func(dst *float32, src *uint16, n int) bool
+	}{{"f16ToF32Normal", f16ToF32Normal}, {"f16ToF32NormalGo", f16ToF32NormalGo}} {
+		src := make([]uint16, 8)
+		dst := make([]float32, 8)
+		for base := 0; base < 1<<16; base += 8 {
+			special := false
+			for i := range src {
+				src[i] = uint16(base + i)
+				if e := src[i] & 0x7c00; e == 0 || e == 0x7c00 {
+					special = true
+				}
+			}
+			if got := k.fn(&dst[0], &src[0], 8); got != special {
+				t.Fatalf("%s: block at %#04x flagged %v, want %v", k.name, base, got, special)
+			}
+			if special {
+				continue
+			}
+			for i, h := range src {
+				if math.Float32bits(dst[i]) != math.Float32bits(f16ToF32(h)) {
+					t.Fatalf("%s: %#04x converted to %v, want %v", k.name, h, dst[i], f16ToF32(h))
+				}
+			}
+		}
+		// One special value among normal ones flags the block wherever it is.
+		for pos := range 8 {
+			for _, h := range []uint16{0, 0x8000, 0x0001, 0x7c00, 0xfe00} {
+				for i := range src {
+					src[i] = 0x3c00
+				}
+				src[pos] = h
+				if !k.fn(&dst[0], &src[0], 8) {
+					t.Fatalf("%s: %#04x at %d not flagged", k.name, h, pos)
+				}
+			}
+		}
+	}
+}

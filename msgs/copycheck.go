@@ -1,6 +1,9 @@
 package msgs
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // copyCheckGo32 is the portable copyCheck32: a copy, then the check of
 // the copied bytes from the cache, two values per 64-bit word (dst is
@@ -16,4 +19,16 @@ func copyCheckGo16(dst, src *byte, n int) bool {
 	d := unsafe.Slice(dst, n)
 	copy(d, unsafe.Slice(src, n))
 	return firstNonFinite16(unsafe.Slice((*uint16)(unsafe.Pointer(dst)), n/2)) >= 0
+}
+
+// f16ToF32NormalGo is the portable f16ToF32Normal.
+func f16ToF32NormalGo(dst *float32, src *uint16, n int) bool {
+	d, s := unsafe.Slice(dst, n), unsafe.Slice(src, n)
+	special := false
+	for i, h := range s {
+		e := h & 0x7c00
+		special = special || e == 0 || e == 0x7c00
+		d[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+	}
+	return special
 }

@@ -11,3 +11,9 @@ func copyCheck32(dst, src *byte, n int) bool
 //
 //go:noescape
 func copyCheck16(dst, src *byte, n int) bool
+
+// f16ToF32Normal converts n binary16 values (a multiple of 8) to float32
+// as if all were normal, and reports whether one is not (SSE2).
+//
+//go:noescape
+func f16ToF32Normal(dst *float32, src *uint16, n int) bool

@@ -95,3 +95,71 @@ done16:
 	TESTL AX, AX
 	SETNE ret+24(FP)
 	RET
+
+// func f16ToF32Normal(dst *float32, src *uint16, n int) bool
+//
+// Converts n binary16 values (a multiple of 8) to float32 assuming every
+// one is normal: sign<<16 | ((h & 0x7fff) << 13) + (112 << 23). It reports
+// true when some value is not (zero, subnormal, infinite or NaN): the
+// caller then converts that block again the general way, which also finds
+// the non-finite ones.
+TEXT ·f16ToF32Normal(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ $0x7c007c007c007c00, AX
+	MOVQ AX, X8
+	PUNPCKLQDQ X8, X8
+	MOVQ $0x00007fff00007fff, AX
+	MOVQ AX, X6
+	PUNPCKLQDQ X6, X6
+	MOVQ $0x3800000038000000, AX
+	MOVQ AX, X5
+	PUNPCKLQDQ X5, X5
+	MOVQ $0x0000800000008000, AX
+	MOVQ AX, X11
+	PUNPCKLQDQ X11, X11
+	PXOR X7, X7
+	PXOR X9, X9
+
+loopcv:
+	CMPQ CX, $8
+	JB   donecv
+	MOVOU 0(SI), X0
+	MOVOU X0, X1
+	PAND  X8, X1
+	MOVOU X1, X2
+	PCMPEQW X7, X2
+	PCMPEQW X8, X1
+	POR   X2, X1
+	POR   X1, X9
+	MOVOU X0, X3
+	PUNPCKLWL X7, X3
+	MOVOU X0, X4
+	PUNPCKHWL X7, X4
+	MOVOU X3, X10
+	PAND  X6, X10
+	PSLLL $13, X10
+	PADDL X5, X10
+	PAND  X11, X3
+	PSLLL $16, X3
+	POR   X10, X3
+	MOVOU X4, X10
+	PAND  X6, X10
+	PSLLL $13, X10
+	PADDL X5, X10
+	PAND  X11, X4
+	PSLLL $16, X4
+	POR   X10, X4
+	MOVOU X3, 0(DI)
+	MOVOU X4, 16(DI)
+	ADDQ  $16, SI
+	ADDQ  $32, DI
+	SUBQ  $8, CX
+	JMP   loopcv
+
+donecv:
+	PMOVMSKB X9, AX
+	TESTL AX, AX
+	SETNE ret+24(FP)
+	RET

@@ -8,3 +8,7 @@ func copyCheck32(dst, src *byte, n int) bool { return copyCheckGo32(dst, src, n)
 
 // copyCheck16 is copyCheck32 for little-endian binary16 values.
 func copyCheck16(dst, src *byte, n int) bool { return copyCheckGo16(dst, src, n) }
+
+// f16ToF32Normal converts n binary16 values (a multiple of 8) to float32
+// as if all were normal, and reports whether one is not.
+func f16ToF32Normal(dst *float32, src *uint16, n int) bool { return f16ToF32NormalGo(dst, src, n) }

@@ -211,19 +211,41 @@ func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
 	case DTypeFloat16:
 		src := halves(t.Data[:2*n])
 		dst = dst[:len(src)]
-		for i, h := range src {
-			if e := h & 0x7c00; e != 0 && e != 0x7c00 {
-				// Normal: rebias the exponent from 15 to 127.
-				dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+		// Blocks of values that are all normal convert without a branch
+		// per value; a block with another one is done again below.
+		const block = 512
+		for lo := 0; lo+block <= len(src); lo += block {
+			if !f16ToF32Normal(&dst[lo], &src[lo], block) {
 				continue
 			}
-			dst[i] = f16ToF32(h)
-			if h&0x7c00 == 0x7c00 {
-				return i, dst[i], nil
+			if i, v := f16ToF32Checked(dst[lo:lo+block], src[lo:lo+block]); i >= 0 {
+				return lo + i, v, nil
 			}
+		}
+		tail := len(src) / block * block
+		if i, v := f16ToF32Checked(dst[tail:], src[tail:]); i >= 0 {
+			return tail + i, v, nil
 		}
 	}
 	return -1, 0, nil
+}
+
+// f16ToF32Checked converts src into dst (of its length) and returns the
+// index and value of the first NaN or infinity, or -1.
+func f16ToF32Checked(dst []float32, src []uint16) (int, float32) {
+	dst = dst[:len(src)]
+	for i, h := range src {
+		if e := h & 0x7c00; e != 0 && e != 0x7c00 {
+			// Normal: rebias the exponent from 15 to 127.
+			dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+			continue
+		}
+		dst[i] = f16ToF32(h)
+		if h&0x7c00 == 0x7c00 {
+			return i, dst[i]
+		}
+	}
+	return -1, 0
 }
 
 // DecodeF16Checked writes the tensor's elements as IEEE 754 binary16 bit
