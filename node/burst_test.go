@@ -149,4 +149,3 @@ func resetPeak(tb testing.TB) {
 		tb.Skipf("cannot reset the peak RSS: %v", err)
 	}
 }
-
