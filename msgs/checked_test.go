@@ -392,3 +392,51 @@ func TestF16ToF32Normal(t *testing.T) {
 		}
 	}
 }
+
+// TestF32ToF16Normal runs the branch-free conversion (assembly on amd64)
+// and its portable version over every float32 exponent with the mantissa
+// bits that decide the rounding, eight at a time: a block is flagged
+// exactly when a value lies outside [2^-14, 2^16) in magnitude, and an
+// unflagged block converts as f32ToF16 does.
+func TestF32ToF16Normal(t *testing.T) {
+	for _, k := range []struct {
+		name string
+		fn   func(dst *uint16, src *uint32, n int) bool
+	}{{"f32ToF16Normal", f32ToF16Normal}, {"f32ToF16NormalGo", f32ToF16NormalGo}} {
+		src := make([]uint32, 8)
+		dst := make([]uint16, 8)
+		los := []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000}
+		for hi := uint32(0); hi < 1<<19; hi++ {
+			special := false
+			for i := range src {
+				src[i] = hi<<13 | los[i]
+				abs := src[i] & 0x7fffffff
+				if abs < 0x38800000 || abs >= 0x47800000 {
+					special = true
+				}
+			}
+			if got := k.fn(&dst[0], &src[0], 8); got != special {
+				t.Fatalf("%s: block %#08x.. flagged %v, want %v", k.name, src[0], got, special)
+			}
+			if special {
+				continue
+			}
+			for i, b := range src {
+				if want := f32ToF16(math.Float32frombits(b)); dst[i] != want {
+					t.Fatalf("%s: %#08x converted to %#04x, want %#04x", k.name, b, dst[i], want)
+				}
+			}
+		}
+		for pos := range 8 {
+			for _, b := range []uint32{0, 0x80000000, 0x38000000, 0x47800000, 0x7f800000, 0xffc00000} {
+				for i := range src {
+					src[i] = 0x3f800000
+				}
+				src[pos] = b
+				if !k.fn(&dst[0], &src[0], 8) {
+					t.Fatalf("%s: %#08x at %d not flagged", k.name, b, pos)
+				}
+			}
+		}
+	}
+}

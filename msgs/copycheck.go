@@ -32,3 +32,15 @@ func f16ToF32NormalGo(dst *float32, src *uint16, n int) bool {
 	}
 	return special
 }
+
+// f32ToF16NormalGo is the portable f32ToF16Normal.
+func f32ToF16NormalGo(dst *uint16, src *uint32, n int) bool {
+	d, s := unsafe.Slice(dst, n), unsafe.Slice(src, n)
+	special := false
+	for i, b := range s {
+		abs := b & 0x7fffffff
+		special = special || abs-0x38800000 >= 0x47800000-0x38800000
+		d[i] = uint16(b>>16)&0x8000 | uint16((abs-0x38000000+0xfff+(abs>>13)&1)>>13)
+	}
+	return special
+}

@@ -17,3 +17,10 @@ func copyCheck16(dst, src *byte, n int) bool
 //
 //go:noescape
 func f16ToF32Normal(dst *float32, src *uint16, n int) bool
+
+// f32ToF16Normal converts n float32 values (a multiple of 8) to binary16
+// as if every result were normal or an overflow, and reports whether one
+// is not (SSE2).
+//
+//go:noescape
+func f32ToF16Normal(dst *uint16, src *uint32, n int) bool

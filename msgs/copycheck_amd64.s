@@ -163,3 +163,100 @@ donecv:
 	TESTL AX, AX
 	SETNE ret+24(FP)
 	RET
+
+// func f32ToF16Normal(dst *uint16, src *uint32, n int) bool
+//
+// Converts n float32 values (a multiple of 8) to binary16, rounding to
+// nearest even, assuming every one's result is normal or overflows to an
+// infinity (2^-14 <= |v| < 2^16): rebias the exponent, add 0xfff plus the
+// lowest kept bit, shift out 13 bits. It reports true when some value is
+// outside that range (zero, tiny, huge, infinite or NaN): the caller then
+// converts that block again the general way, which also finds the
+// non-finite ones.
+TEXT ·f32ToF16Normal(SB), NOSPLIT, $0-25
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ $0x7fffffff7fffffff, AX
+	MOVQ AX, X15
+	PUNPCKLQDQ X15, X15  // abs mask
+	MOVQ $0x387fffff387fffff, AX
+	MOVQ AX, X14
+	PUNPCKLQDQ X14, X14  // abs > this: at least 2^-14
+	MOVQ $0x477fffff477fffff, AX
+	MOVQ AX, X13
+	PUNPCKLQDQ X13, X13  // abs > this: 2^16 or more
+	MOVQ $0x3800000038000000, AX
+	MOVQ AX, X12
+	PUNPCKLQDQ X12, X12  // exponent rebias
+	MOVQ $0x00000fff00000fff, AX
+	MOVQ AX, X11
+	PUNPCKLQDQ X11, X11
+	MOVQ $0x0000000100000001, AX
+	MOVQ AX, X10
+	PUNPCKLQDQ X10, X10
+	MOVQ $0x8000800080008000, AX
+	MOVQ AX, X8
+	PUNPCKLQDQ X8, X8    // sign bit of each 16-bit lane
+	PXOR X9, X9          // special lanes
+
+loopfh:
+	CMPQ CX, $8
+	JB   donefh
+	MOVOU 0(SI), X0      // v[0:4]
+	MOVOU 16(SI), X1     // v[4:8]
+
+	// Range check on |v|: special when !(|v| > 0x387fffff) or |v| > 0x477fffff.
+	MOVOU X0, X2
+	PAND  X15, X2        // |v0|
+	MOVOU X1, X3
+	PAND  X15, X3        // |v1|
+	MOVOU X2, X4
+	PCMPGTL X14, X4      // |v0| >= 2^-14
+	MOVOU X3, X5
+	PCMPGTL X14, X5
+	PAND  X5, X4         // both halves in the low range: all ones
+	PCMPEQL X5, X5       // all ones
+	PXOR  X5, X4         // lanes below 2^-14
+	POR   X4, X9
+	MOVOU X2, X4
+	PCMPGTL X13, X4
+	POR   X4, X9
+	MOVOU X3, X4
+	PCMPGTL X13, X4
+	POR   X4, X9
+
+	// Rounded magnitude: (abs - rebias + 0xfff + ((abs >> 13) & 1)) >> 13.
+	MOVOU X2, X4
+	PSRLL $13, X4
+	PAND  X10, X4
+	PSUBL X12, X2
+	PADDL X11, X2
+	PADDL X4, X2
+	PSRLL $13, X2
+	MOVOU X3, X4
+	PSRLL $13, X4
+	PAND  X10, X4
+	PSUBL X12, X3
+	PADDL X11, X3
+	PADDL X4, X3
+	PSRLL $13, X3
+	PACKSSLW X3, X2      // eight magnitudes, at most 0x7c00
+
+	// Signs: arithmetic shifts give 0 or -1, packed to 16 bits.
+	PSRAL $31, X0
+	PSRAL $31, X1
+	PACKSSLW X1, X0
+	PAND  X8, X0
+	POR   X0, X2
+	MOVOU X2, 0(DI)
+	ADDQ  $32, SI
+	ADDQ  $16, DI
+	SUBQ  $8, CX
+	JMP   loopfh
+
+donefh:
+	PMOVMSKB X9, AX
+	TESTL AX, AX
+	SETNE ret+24(FP)
+	RET

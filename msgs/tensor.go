@@ -288,11 +288,20 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%4 == 0 {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
 			dst = dst[:len(w)]
-			for i, b := range w {
-				if b&0x7f800000 == 0x7f800000 {
-					return i, math.Float32frombits(b), nil
+			// Blocks whose results are all normal convert without a
+			// branch per value; a block with another one is done again.
+			const block = 512
+			for lo := 0; lo+block <= len(w); lo += block {
+				if !f32ToF16Normal(&dst[lo], &w[lo], block) {
+					continue
 				}
-				dst[i] = f32BitsToF16(b)
+				if i, v := f32ToF16Checked(dst[lo:lo+block], w[lo:lo+block]); i >= 0 {
+					return lo + i, v, nil
+				}
+			}
+			tail := len(w) / block * block
+			if i, v := f32ToF16Checked(dst[tail:], w[tail:]); i >= 0 {
+				return tail + i, v, nil
 			}
 			return -1, 0, nil
 		}
@@ -305,6 +314,20 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 		}
 	}
 	return -1, 0, nil
+}
+
+// f32ToF16Checked converts the float32 bits of src into dst (of its
+// length) and returns the index and value of the first NaN or infinity, or
+// -1.
+func f32ToF16Checked(dst []uint16, src []uint32) (int, float32) {
+	dst = dst[:len(src)]
+	for i, b := range src {
+		if b&0x7f800000 == 0x7f800000 {
+			return i, math.Float32frombits(b)
+		}
+		dst[i] = f32BitsToF16(b)
+	}
+	return -1, 0
 }
 
 // f32BitsToF16 is f32ToF16 of the float32 with bits b, with a fast path
