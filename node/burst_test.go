@@ -103,22 +103,31 @@ func BenchmarkHostPathBurst(b *testing.B) {
 	}
 	time.Sleep(3 * per)
 	peak := rss(b, "VmHWM")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("after the burst: RSS %.1f MB; Go heap in use %.1f MB, obtained from the OS %.1f MB, released %.1f MB",
+		float64(rss(b, "VmRSS"))/1e6, float64(ms.HeapInuse)/1e6, float64(ms.HeapSys)/1e6, float64(ms.HeapReleased)/1e6)
 	cancel()
 	<-done
 	s := n.Stats()
 	msg := int64(len(kv) + len(ctxMsg))
 	bound := int64(4 * (2*d.KVLen() + d.ContextLen() + d.ContextTokens))
-	// By design: the producer's own pair of messages; the slot's pair; the
-	// worker's pair while it decodes; one cache waiting in the pairing
-	// buffer for its context (published right after it); the backend's
-	// bound inputs (shared buffers).
-	design := 4*msg + bound
+	// By design: the producer's own pair of messages; the Bus's copy of
+	// the one being published; one cache waiting in the pairing buffer for
+	// its context (published right after it); the slot's pair; the
+	// worker's pair while it decodes; the backend's bound inputs (shared
+	// buffers).
+	design := 5*msg + bound
+	bus.poolMu.Lock()
+	made := bus.made
+	bus.poolMu.Unlock()
+	b.ReportMetric(float64(made), "bus-buffers")
 	b.ReportMetric(float64(peak)/1e6, "peakRSS-MB")
 	b.ReportMetric(float64(rss0+design)/1e6, "design-MB")
 	b.ReportMetric(float64(peak)/float64(rss0+design), "x-design")
-	b.Logf("chunk every %v, burst of %d pairs at 10x that rate: %d published, %d superseded; peak RSS %.1f MB; by design %.1f MB = %.1f MB before the node + 4 x %.1f MB messages (producer, pairing buffer, slot, worker) + %.1f MB bound inputs; RSS with the node idle %.1f MB; GOGC=%q GOMEMLIMIT=%q",
+	b.Logf("chunk every %v, burst of %d pairs at 10x that rate: %d published, %d superseded; peak RSS %.1f MB; by design %.1f MB = %.1f MB before the node + 5 x %.1f MB messages (producer, Bus copy in flight, pairing buffer, slot, worker) + %.1f MB bound inputs; RSS with the node idle %.1f MB; the Bus allocated %d message buffers; GOGC=%q GOMEMLIMIT=%q",
 		per, burst, s.Out, s.Dropped[DropSuperseded], float64(peak)/1e6, float64(rss0+design)/1e6, float64(rss0)/1e6,
-		float64(msg)/1e6, float64(bound)/1e6, float64(base)/1e6, os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
+		float64(msg)/1e6, float64(bound)/1e6, float64(base)/1e6, made, os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"))
 }
 
 // rss reads a field of /proc/self/status in bytes.
@@ -147,5 +156,59 @@ func resetPeak(tb testing.TB) {
 	tb.Helper()
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		tb.Skipf("cannot reset the peak RSS: %v", err)
+	}
+}
+
+// TestBusRecycles: on a topic whose subscribers all recycle, a buffer is
+// reused once every subscriber handed it back (and not before); a second
+// hand-back and buffers of other topics are ignored; a topic with a
+// subscriber that does not recycle gets fresh copies.
+func TestBusRecycles(t *testing.T) {
+	bus := NewBus()
+	var got [][]byte
+	keep := func(data []byte) { got = append(got, data) }
+	rt := Topic{Name: "r", Type: msgs.TypeVideoKVCache}
+	if err := bus.SubscribeRecycled(rt, keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.SubscribeRecycled(rt, func([]byte) {}); err != nil {
+		t.Fatal(err)
+	}
+	mixed := Topic{Name: "m", Type: msgs.TypeVideoKVCache}
+	if err := bus.SubscribeRecycled(mixed, keep); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.Subscribe(mixed, func([]byte) {}); err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := bus.Advertise(rt)
+	mp, _ := bus.Advertise(mixed)
+	_ = rp.Publish([]byte("first message"))
+	first := got[0]
+	bus.Recycle(first) // one of two subscribers
+	_ = rp.Publish([]byte("second"))
+	if &got[1][0] == &first[0] {
+		t.Fatal("a buffer was reused before every subscriber handed it back")
+	}
+	bus.Recycle(first)
+	bus.Recycle(first) // a second hand-back of the same delivery is ignored
+	_ = rp.Publish([]byte("third"))
+	if &got[2][0] != &first[0] || string(got[2]) != "third" {
+		t.Fatalf("the handed-back buffer was not reused: %q", got[2])
+	}
+	_ = rp.Publish([]byte("fourth"))
+	if &got[3][0] == &first[0] {
+		t.Fatal("one buffer handed out twice")
+	}
+	_ = mp.Publish([]byte("mixed"))
+	bus.Recycle(got[4])
+	bus.Recycle(got[4])
+	_ = mp.Publish([]byte("mixed again"))
+	if &got[5][0] == &got[4][0] {
+		t.Fatal("a topic with a subscriber that does not recycle reused a buffer")
+	}
+	// got[0] was handed back and reused; the others were not.
+	if string(got[1]) != "second" || string(got[3]) != "fourth" || string(got[4]) != "mixed" {
+		t.Fatalf("deliveries changed: %q", got)
 	}
 }

@@ -40,6 +40,9 @@ func (f *freeList[T]) put(x *T) {
 // under the latest policy, so it counts its holders. A nil *recycler
 // allocates and releases nothing (the pairer's unit tests).
 type recycler struct {
+	// give hands a message's bytes back to a transport that recycles
+	// them (see Recycler); nil when it does not.
+	give  func([]byte)
 	kvs   freeList[kvInput]
 	ctxs  freeList[ctxInput]
 	pairs freeList[pair]
@@ -89,6 +92,8 @@ func (r *recycler) freeKV(k *kvInput) {
 		return
 	}
 	k.msg.Keys.Data, k.msg.Values.Data = nil, nil
+	r.giveBack(k.raw)
+	k.raw = nil
 	r.kvs.put(k)
 }
 
@@ -98,7 +103,16 @@ func (r *recycler) freeCtx(c *ctxInput) {
 		return
 	}
 	c.msg.Context.Data = nil
+	r.giveBack(c.raw)
+	c.raw = nil
 	r.ctxs.put(c)
+}
+
+// giveBack hands a message's bytes back to the transport.
+func (r *recycler) giveBack(data []byte) {
+	if r.give != nil && data != nil {
+		r.give(data)
+	}
 }
 
 // freePair takes back a pair and releases its inputs.

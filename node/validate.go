@@ -61,6 +61,7 @@ func reject(topic string, r Reason, format string, args ...any) *inputError {
 
 // kvInput is a decoded VideoKVCache whose tensors view the received bytes.
 type kvInput struct {
+	raw    []byte // the message's bytes, handed back to the transport when done
 	msg    msgs.VideoKVCache
 	stamp  time.Time     // header stamp
 	recv   time.Time     // arrival on the node's clock
@@ -69,6 +70,7 @@ type kvInput struct {
 
 // ctxInput is a decoded TextContext whose tensor views the received bytes.
 type ctxInput struct {
+	raw    []byte
 	msg    msgs.TextContext
 	stamp  time.Time
 	recv   time.Time
