@@ -140,16 +140,31 @@ func (d Dims) ValidateChunk(c *Chunk) error {
 	if err := checkTensor("context", c.Context, d.ContextLen(), ctxShape); err != nil {
 		return err
 	}
-	if len(c.ContextMask) != d.ContextTokens {
-		return inputErr("context_mask", -1, "context_mask has %d elements, want %d ([1,%d])", len(c.ContextMask), d.ContextTokens, d.ContextTokens)
+	return d.ValidateMask(c.ContextMask, c.VisibleVideo)
+}
+
+// ValidateMask checks the small per-chunk inputs, as ValidateChunk does
+// after the tensors: the context mask's length, at least one attendable
+// context token, and a visible video count within [0, VideoTokens]. The
+// error is an *InputError naming the input.
+func (d Dims) ValidateMask(mask []bool, visibleVideo int) error {
+	if len(mask) != d.ContextTokens {
+		return inputErr("context_mask", -1, "context_mask has %d elements, want %d ([1,%d])", len(mask), d.ContextTokens, d.ContextTokens)
 	}
-	if !slices.Contains(c.ContextMask, true) {
+	if !slices.Contains(mask, true) {
 		return inputErr("context_mask", -1, "context_mask masks every context token; at least one must be attendable")
 	}
-	if c.VisibleVideo < 0 || c.VisibleVideo > d.VideoTokens {
-		return inputErr("visible_video", -1, "visible video tokens %d out of range [0,%d]", c.VisibleVideo, d.VideoTokens)
+	if visibleVideo < 0 || visibleVideo > d.VideoTokens {
+		return inputErr("visible_video", -1, "visible video tokens %d out of range [0,%d]", visibleVideo, d.VideoTokens)
 	}
 	return nil
+}
+
+// NonFiniteInput returns the *InputError ValidateChunk reports for the
+// non-finite value v at index of input, for a caller that checks the
+// values itself while moving them (see InputBinder).
+func NonFiniteInput(input string, index int, v float32) error {
+	return inputErr(input, index, "%s[%d] is %v; inputs must be finite", input, index, v)
 }
 
 // CheckLatents checks a latents or prediction vector against the contract.
@@ -165,7 +180,7 @@ func checkTensor(name string, x []float32, want int, shape func() string) error 
 		return inputErr(name, -1, "%s has %d elements, want %d (%s)", name, len(x), want, shape())
 	}
 	if i := FirstNonFinite(x); i >= 0 {
-		return inputErr(name, i, "%s[%d] is %v; inputs must be finite", name, i, x[i])
+		return NonFiniteInput(name, i, x[i])
 	}
 	return nil
 }
@@ -235,6 +250,46 @@ type Backend interface {
 	Step(ctx context.Context, latents []float32, tau float32, pred []float32) error
 	// Close releases the backend.
 	Close() error
+}
+
+// TensorView is a writable view of one of a backend's per-chunk input
+// buffers in the element type the backend keeps it in: exactly one of F32
+// and F16 is set, with the tensor's element count.
+type TensorView struct {
+	F32 []float32
+	F16 []uint16 // IEEE 754 binary16 bit patterns, host byte order
+}
+
+// Len is the view's element count.
+func (v TensorView) Len() int { return len(v.F32) + len(v.F16) }
+
+// InputViews are the views of the three large per-chunk inputs, laid out
+// as in Chunk.
+type InputViews struct {
+	VideoKeys, VideoValues, Context TensorView
+}
+
+// InputBinder is an optional interface of a Backend whose caller may write
+// the per-chunk tensors straight into the backend's own input buffers
+// (shared device memory, say), so that a chunk's data crosses memory once
+// on its way from a message to the device, instead of being copied into a
+// Chunk and then again by BindChunk.
+//
+// Inputs unbinds the bound chunk (a Step fails until the next bind) and
+// returns the views; the caller fills every element of the three and
+// calls BindInputs with the mask and the visible video count, which
+// validates them as ValidateMask does (and whatever else the backend
+// requires) and binds what the views hold. The caller is responsible for
+// the values being finite: it checks them while writing them and does not
+// call BindInputs for a chunk that is not. The views are valid until the
+// next BindInputs, BindChunk, a Reload or Close; nothing else may call the
+// backend while they are being written. A chunk bound this way lives only
+// in the backend's buffers: a backend that reloads itself (the HTP one,
+// after a DSP restart) cannot rebind it.
+type InputBinder interface {
+	Backend
+	Inputs() (InputViews, error)
+	BindInputs(ctx context.Context, mask []bool, visibleVideo int) error
 }
 
 // RandomChunk makes a chunk of the contract's sizes filled with seeded

@@ -85,9 +85,17 @@ func (s Schedule) Timesteps() []float32 {
 // by this function alone, so a chunk's initial noise is reproduced bit for
 // bit from its reported seed on any machine.
 func Noise(seed uint64, n int) []float32 {
-	src := rand.NewPCG(seed, 0x9e3779b97f4a7c15)
-	uniform := func() float64 { return (float64(src.Uint64()>>11) + 0.5) / (1 << 53) }
 	out := make([]float32, n)
+	NoiseInto(seed, out)
+	return out
+}
+
+// NoiseInto writes Noise(seed, len(out)) into out without allocating.
+func NoiseInto(seed uint64, out []float32) {
+	var src rand.PCG
+	src.Seed(seed, 0x9e3779b97f4a7c15)
+	uniform := func() float64 { return (float64(src.Uint64()>>11) + 0.5) / (1 << 53) }
+	n := len(out)
 	for i := 0; i < n; i += 2 {
 		r := math.Sqrt(-2 * math.Log(uniform()))
 		sin, cos := math.Sincos(2 * math.Pi * uniform())
@@ -96,7 +104,6 @@ func Noise(seed uint64, n int) []float32 {
 			out[i+1] = float32(r * sin)
 		}
 	}
-	return out
 }
 
 // StepInfo describes one finished denoise step to an observer.
@@ -133,28 +140,49 @@ func Denoise(ctx context.Context, b Backend, c *Chunk, s Schedule, x0 []float32,
 	}
 	res := Result{BindTime: time.Since(t0), StepTimes: make([]time.Duration, s.Steps())}
 	x := append([]float32(nil), x0...)
-	pred := make([]float32, len(x))
+	if err := Integrate(ctx, b, s, x, make([]float32, len(x)), res.StepTimes, onStep); err != nil {
+		return Result{}, err
+	}
+	res.Actions = x
+	return res, nil
+}
+
+// Integrate runs the Euler loop of s on the chunk bound to b, in place: x
+// holds the initial noise on entry and the actions on a nil return (on
+// error, unspecified values). pred is scratch of x's length; stepTimes,
+// when not nil, has s.Steps() entries and receives each Step's wall time.
+// onStep, when not nil, is called after every step. A prediction that is
+// not finite is an error naming the step. It allocates only for an error.
+func Integrate(ctx context.Context, b Backend, s Schedule, x, pred []float32, stepTimes []time.Duration, onStep func(StepInfo)) error {
+	if len(pred) != len(x) {
+		return fmt.Errorf("expert: pred has %d elements, latents %d; they must match", len(pred), len(x))
+	}
+	if stepTimes != nil && len(stepTimes) != s.Steps() {
+		return fmt.Errorf("expert: %d step times for a schedule of %d steps", len(stepTimes), s.Steps())
+	}
 	for k := 0; k < s.Steps(); k++ {
 		if err := ctx.Err(); err != nil {
-			return Result{}, fmt.Errorf("denoise step %d: %w", k, err)
+			return fmt.Errorf("denoise step %d: %w", k, err)
 		}
 		tau := s.Timestep(k)
 		ts := time.Now()
 		if err := b.Step(ctx, x, tau, pred); err != nil {
-			return Result{}, fmt.Errorf("denoise step %d (timestep %g): %w", k, tau, err)
+			return fmt.Errorf("denoise step %d (timestep %g): %w", k, tau, err)
 		}
-		res.StepTimes[k] = time.Since(ts)
+		el := time.Since(ts)
+		if stepTimes != nil {
+			stepTimes[k] = el
+		}
 		if i := FirstNonFinite(pred); i >= 0 {
-			return Result{}, fmt.Errorf("denoise step %d (timestep %g): prediction[%d] is %v", k, tau, i, pred[i])
+			return fmt.Errorf("denoise step %d (timestep %g): prediction[%d] is %v", k, tau, i, pred[i])
 		}
 		dt := s.Delta(k)
 		for i := range x {
 			x[i] += pred[i] * dt
 		}
 		if onStep != nil {
-			onStep(StepInfo{Index: k, Timestep: tau, Pred: pred, Latents: x, Elapsed: res.StepTimes[k]})
+			onStep(StepInfo{Index: k, Timestep: tau, Pred: pred, Latents: x, Elapsed: el})
 		}
 	}
-	res.Actions = x
-	return res, nil
+	return nil
 }

@@ -84,3 +84,28 @@ func BenchmarkPlainCopy(b *testing.B) {
 		copy(dst, msg)
 	}
 }
+
+// BenchmarkDecodeKVChecked decodes the full-size KV message into float32
+// buffers with the non-finite check fused into the same pass (the node's
+// receive path since issue 11). Compare with BenchmarkDecodeKVIntoBuffers
+// and BenchmarkPlainCopy.
+func BenchmarkDecodeKVChecked(b *testing.B) {
+	msg, n := kvMessage(b, 30, 98, 3072)
+	var m msgs.VideoKVCache
+	if err := m.UnmarshalCDR(msg); err != nil {
+		b.Fatal(err)
+	}
+	keys, values := make([]float32, n), make([]float32, n)
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range []struct {
+			t   msgs.Tensor
+			dst []float32
+		}{{m.Keys, keys}, {m.Values, values}} {
+			if i, _, err := p.t.DecodeF32Checked(p.dst); err != nil || i >= 0 {
+				b.Fatal(i, err)
+			}
+		}
+	}
+}

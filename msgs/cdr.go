@@ -364,7 +364,12 @@ func (d *decoder) view(field string, n int) []byte {
 	return b
 }
 
-func (d *decoder) str(field string) string {
+func (d *decoder) str(field string) string { return d.strReuse(field, "") }
+
+// strReuse reads a string and returns old when it has the same bytes, so
+// that decoding into a reused message does not allocate a string that
+// has not changed.
+func (d *decoder) strReuse(field, old string) string {
 	n := d.u32(field)
 	if d.err != nil {
 		return ""
@@ -384,6 +389,9 @@ func (d *decoder) str(field string) string {
 		return ""
 	}
 	d.pos += int(n)
+	if string(b[:n-1]) == old {
+		return old
+	}
 	return string(b[:n-1])
 }
 

@@ -69,7 +69,7 @@ func (m *Header) decode(d *decoder) {
 	d.enter("stamp")
 	m.Stamp.decode(d)
 	d.leave()
-	m.FrameID = d.str("frame_id")
+	m.FrameID = d.strReuse("frame_id", m.FrameID)
 }
 
 // MarshalCDR encodes the message as CDR, encapsulation header included.
@@ -124,14 +124,13 @@ func (t *Tensor) encode(e *encoder, path string) {
 // decode reads the tensor, its Data viewing the message, and validates it.
 func (t *Tensor) decode(d *decoder) {
 	n := d.seqLen("shape", minTensorShapeDim, "uint32 dimensions")
-	if n > 0 {
-		t.Shape = make([]uint32, n)
-		for i := range t.Shape {
-			t.Shape[i] = d.u32("shape")
-		}
+	t.Shape = reuse(t.Shape, n)
+	for i := range t.Shape {
+		t.Shape[i] = d.u32("shape")
 	}
 	t.DType = d.u8("dtype")
 	n = d.seqLen("data", minByte, "bytes")
+	t.Data = nil
 	if n > 0 {
 		t.Data = d.view("data", n)
 	}
@@ -234,6 +233,19 @@ func (m *VideoKVCache) UnmarshalCDR(data []byte) error {
 	return nil
 }
 
+// UnmarshalCDRReuse decodes a CDR message into m like UnmarshalCDR, but in
+// place, reusing m's shape slices and its frame id when unchanged, so that
+// decoding a stream of messages of one layout allocates nothing. On error
+// m holds unspecified values. The tensors' Data view data.
+func (m *VideoKVCache) UnmarshalCDRReuse(data []byte) error {
+	var d decoder
+	if !d.start(data, "VideoKVCache") {
+		return d.err
+	}
+	m.decode(&d)
+	return d.finish()
+}
+
 // --- TextContext ---
 
 func (m *TextContext) encode(e *encoder) {
@@ -252,17 +264,28 @@ func (m *TextContext) decode(d *decoder) {
 	m.Header.decode(d)
 	d.leave()
 	m.Seq = d.u64("seq")
-	m.Instruction = d.str("instruction")
+	m.Instruction = d.strReuse("instruction", m.Instruction)
 	d.enter("context")
 	m.Context.decode(d)
 	d.leave()
 	n := d.seqLen("attention_mask", minBool, "bools")
-	if n > 0 {
-		m.AttentionMask = make([]bool, n)
-		for i := range m.AttentionMask {
-			m.AttentionMask[i] = d.boolean("attention_mask")
-		}
+	m.AttentionMask = reuse(m.AttentionMask, n)
+	for i := range m.AttentionMask {
+		m.AttentionMask[i] = d.boolean("attention_mask")
 	}
+}
+
+// reuse returns s resized to n elements, in its own array when that is
+// large enough, or nil for n <= 0 (a decoded empty sequence is nil; a
+// failed length read is negative).
+func reuse[T any](s []T, n int) []T {
+	if n <= 0 {
+		return nil
+	}
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
 }
 
 // MarshalCDR encodes the message as CDR, encapsulation header included. It
@@ -296,6 +319,18 @@ func (m *TextContext) UnmarshalCDR(data []byte) error {
 	}
 	*m = v
 	return nil
+}
+
+// UnmarshalCDRReuse decodes a CDR message into m like UnmarshalCDR, but in
+// place, reusing m's shape and mask slices and its strings when unchanged.
+// On error m holds unspecified values. Context.Data views data.
+func (m *TextContext) UnmarshalCDRReuse(data []byte) error {
+	var d decoder
+	if !d.start(data, "TextContext") {
+		return d.err
+	}
+	m.decode(&d)
+	return d.finish()
 }
 
 // --- ActionRow ---

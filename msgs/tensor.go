@@ -169,3 +169,356 @@ func (t Tensor) String() string {
 	}
 	return fmt.Sprintf("Tensor{shape %v, %s, %d bytes}", t.Shape, name, len(t.Data))
 }
+
+// checkBlock is the number of bytes DecodeF32Checked and DecodeF16Checked
+// copy and check at a time; a block that holds a non-finite value is then
+// scanned for its index, from the cache.
+const checkBlock = 64 << 10
+
+// DecodeF32Checked writes the tensor's elements as float32 into dst, which
+// must have exactly NumElements elements, and checks every element in the
+// same pass over the data: it stops at the first NaN or infinity and
+// returns its index and value, or -1 when every element is finite. From a
+// reported index on, dst holds unspecified values. A float32 tensor is
+// copied block by block and each block checked while it is in cache; a
+// float16 tensor is converted and checked element by element.
+func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
+	n, err := t.checkedDst(len(dst))
+	if err != nil {
+		return -1, 0, err
+	}
+	switch t.DType {
+	case DTypeFloat32:
+		if !hostLittleEndian() {
+			for i := range dst {
+				dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+				if !finite32(dst[i]) {
+					return i, dst[i], nil
+				}
+			}
+			return -1, 0, nil
+		}
+		out := f32Bytes(dst)
+		for lo := 0; lo < len(out); lo += checkBlock {
+			hi := min(lo+checkBlock, len(out))
+			if !copyChecked32(out[lo:hi], t.Data[lo:hi]) {
+				continue
+			}
+			if i := firstNonFinite32(dst[lo/4 : hi/4]); i >= 0 {
+				return lo/4 + i, dst[lo/4+i], nil
+			}
+		}
+	case DTypeFloat16:
+		src := halves(t.Data[:2*n])
+		dst = dst[:len(src)]
+		// Blocks of values that are all normal convert without a branch
+		// per value; a block with another one is done again below.
+		const block = 512
+		for lo := 0; lo+block <= len(src); lo += block {
+			if !f16ToF32Normal(&dst[lo], &src[lo], block) {
+				continue
+			}
+			if i, v := f16ToF32Checked(dst[lo:lo+block], src[lo:lo+block]); i >= 0 {
+				return lo + i, v, nil
+			}
+		}
+		tail := len(src) / block * block
+		if i, v := f16ToF32Checked(dst[tail:], src[tail:]); i >= 0 {
+			return tail + i, v, nil
+		}
+	}
+	return -1, 0, nil
+}
+
+// f16ToF32Checked converts src into dst (of its length) and returns the
+// index and value of the first NaN or infinity, or -1.
+func f16ToF32Checked(dst []float32, src []uint16) (int, float32) {
+	dst = dst[:len(src)]
+	for i, h := range src {
+		if e := h & 0x7c00; e != 0 && e != 0x7c00 {
+			// Normal: rebias the exponent from 15 to 127.
+			dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
+			continue
+		}
+		dst[i] = f16ToF32(h)
+		if h&0x7c00 == 0x7c00 {
+			return i, dst[i]
+		}
+	}
+	return -1, 0
+}
+
+// DecodeF16Checked writes the tensor's elements as IEEE 754 binary16 bit
+// patterns into dst, which must have exactly NumElements elements, and
+// checks every element in the same pass, as DecodeF32Checked does: it
+// returns the index and value of the first NaN or infinity of the
+// tensor's own values, or -1. A float16 tensor is copied and checked block
+// by block; a float32 one is converted rounding to nearest even, so a
+// finite value beyond the binary16 range becomes an infinity, as a cast
+// does (it is not reported: the check is on the values as sent).
+func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
+	n, err := t.checkedDst(len(dst))
+	if err != nil {
+		return -1, 0, err
+	}
+	switch t.DType {
+	case DTypeFloat16:
+		src := t.Data[:2*n]
+		if !hostLittleEndian() {
+			for i := range dst {
+				dst[i] = binary.LittleEndian.Uint16(src[2*i:])
+				if dst[i]&0x7c00 == 0x7c00 {
+					return i, f16ToF32(dst[i]), nil
+				}
+			}
+			return -1, 0, nil
+		}
+		out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 2*len(dst))
+		for lo := 0; lo < len(out); lo += checkBlock {
+			hi := min(lo+checkBlock, len(out))
+			if !copyChecked16(out[lo:hi], src[lo:hi]) {
+				continue
+			}
+			if i := firstNonFinite16(dst[lo/2 : hi/2]); i >= 0 {
+				return lo/2 + i, f16ToF32(dst[lo/2+i]), nil
+			}
+		}
+	case DTypeFloat32:
+		src := t.Data[:4*n]
+		if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%4 == 0 {
+			w := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
+			dst = dst[:len(w)]
+			// Blocks whose results are all normal convert without a
+			// branch per value; a block with another one is done again.
+			const block = 512
+			for lo := 0; lo+block <= len(w); lo += block {
+				if !f32ToF16Normal(&dst[lo], &w[lo], block) {
+					continue
+				}
+				if i, v := f32ToF16Checked(dst[lo:lo+block], w[lo:lo+block]); i >= 0 {
+					return lo + i, v, nil
+				}
+			}
+			tail := len(w) / block * block
+			if i, v := f32ToF16Checked(dst[tail:], w[tail:]); i >= 0 {
+				return tail + i, v, nil
+			}
+			return -1, 0, nil
+		}
+		for i := range dst {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+			if !finite32(v) {
+				return i, v, nil
+			}
+			dst[i] = f32ToF16(v)
+		}
+	}
+	return -1, 0, nil
+}
+
+// f32ToF16Checked converts the float32 bits of src into dst (of its
+// length) and returns the index and value of the first NaN or infinity, or
+// -1.
+func f32ToF16Checked(dst []uint16, src []uint32) (int, float32) {
+	dst = dst[:len(src)]
+	for i, b := range src {
+		if b&0x7f800000 == 0x7f800000 {
+			return i, math.Float32frombits(b)
+		}
+		dst[i] = f32BitsToF16(b)
+	}
+	return -1, 0
+}
+
+// f32BitsToF16 is f32ToF16 of the float32 with bits b, with a fast path
+// for the values whose binary16 result is normal or overflows: rebias the
+// exponent (subtract 112 << 23), then round the 13 dropped bits to
+// nearest even by adding 0xfff plus the kept part's lowest bit; a carry
+// runs into the exponent, up to the infinity 0x7c00, as it must.
+func f32BitsToF16(b uint32) uint16 {
+	abs := b & 0x7fffffff
+	if abs-0x38800000 < 0x47800000-0x38800000 { // 2^-14 <= |v| < 2^16
+		return uint16(b>>16)&0x8000 | uint16((abs-0x38000000+0xfff+(abs>>13)&1)>>13)
+	}
+	return f32ToF16(math.Float32frombits(b))
+}
+
+// copyChecked32 copies src into dst (of the same length, a multiple of 4)
+// and reports whether a NaN or infinite float32 may be among the bytes
+// (true sends the caller to the exact scan).
+func copyChecked32(dst, src []byte) bool {
+	whole := len(src) &^ 63
+	bad := false
+	if whole > 0 {
+		bad = copyCheck32(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
+	}
+	if whole < len(src) {
+		copy(dst[whole:], src[whole:])
+		bad = bad || firstNonFiniteBytes32(src[whole:]) >= 0
+	}
+	return bad
+}
+
+// copyChecked16 is copyChecked32 for binary16 values.
+func copyChecked16(dst, src []byte) bool {
+	whole := len(src) &^ 63
+	bad := false
+	if whole > 0 {
+		bad = copyCheck16(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
+	}
+	for i := whole; i+1 < len(src); i += 2 {
+		dst[i], dst[i+1] = src[i], src[i+1]
+		bad = bad || src[i+1]&0x7c == 0x7c
+	}
+	return bad
+}
+
+// firstNonFiniteBytes32 is firstNonFinite32 over little-endian bytes,
+// one value at a time: for short tails.
+func firstNonFiniteBytes32(b []byte) int {
+	for i := 0; i+3 < len(b); i += 4 {
+		if binary.LittleEndian.Uint32(b[i:])&0x7f800000 == 0x7f800000 {
+			return i / 4
+		}
+	}
+	return -1
+}
+
+// checkedDst validates the tensor and a destination of n elements.
+func (t Tensor) checkedDst(n int) (int, error) {
+	const path = "Tensor"
+	if err := t.validate(path); err != nil {
+		return 0, err
+	}
+	want, _ := t.numElements(path)
+	if n != want {
+		return 0, newError(path, ErrMalformed, "destination has %d elements, shape %v has %d", n, t.Shape, want)
+	}
+	return want, nil
+}
+
+func finite32(v float32) bool { return math.Float32bits(v)&0x7f800000 != 0x7f800000 }
+
+// firstNonFinite32 returns the index of the first NaN or infinite value of
+// x, or -1. It tests two values per 64-bit word when x is 8-byte aligned
+// (a whole-slice allocation or a device buffer): adding the lowest
+// exponent bit to each lane's exponent bits carries into the lane's sign
+// position exactly when they are all ones, and never across lanes.
+func firstNonFinite32(x []float32) int {
+	const (
+		exp  = 0x7f800000_7f800000
+		lsb  = 0x00800000_00800000 // the lowest exponent bit of each lane
+		tops = 0x80000000_80000000
+	)
+	blocks := 0
+	if len(x) >= 8 && uintptr(unsafe.Pointer(unsafe.SliceData(x)))%8 == 0 {
+		blocks = len(x) / 8
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), 4*blocks)
+		for b := 0; b < blocks; b++ {
+			w := words[4*b : 4*b+4 : 4*b+4]
+			if ((w[0]&exp+lsb)|(w[1]&exp+lsb)|(w[2]&exp+lsb)|(w[3]&exp+lsb))&tops != 0 {
+				return scan32(x, 8*b, 8*b+8)
+			}
+		}
+	}
+	return scan32(x, 8*blocks, len(x))
+}
+
+func scan32(x []float32, lo, hi int) int {
+	for i := lo; i < hi; i++ {
+		if !finite32(x[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstNonFinite16 is firstNonFinite32 for binary16 bit patterns, four
+// per word.
+func firstNonFinite16(x []uint16) int {
+	const (
+		exp  = 0x7c00_7c00_7c00_7c00
+		lsb  = 0x0400_0400_0400_0400
+		tops = 0x8000_8000_8000_8000
+	)
+	blocks := 0
+	if len(x) >= 16 && uintptr(unsafe.Pointer(unsafe.SliceData(x)))%8 == 0 {
+		blocks = len(x) / 16
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), 4*blocks)
+		for b := 0; b < blocks; b++ {
+			w := words[4*b : 4*b+4 : 4*b+4]
+			if ((w[0]&exp+lsb)|(w[1]&exp+lsb)|(w[2]&exp+lsb)|(w[3]&exp+lsb))&tops != 0 {
+				return scan16(x, 16*b, 16*b+16)
+			}
+		}
+	}
+	return scan16(x, 16*blocks, len(x))
+}
+
+func scan16(x []uint16, lo, hi int) int {
+	for i := lo; i < hi; i++ {
+		if x[i]&0x7c00 == 0x7c00 {
+			return i
+		}
+	}
+	return -1
+}
+
+// halves views little-endian binary16 bytes as uint16 values: in place
+// when b is 2-byte aligned on a little-endian host, else as a copy (which
+// a CDR message's 4-byte-aligned payload does not need).
+func halves(b []byte) []uint16 {
+	n := len(b) / 2
+	if n == 0 {
+		return nil
+	}
+	if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%2 == 0 {
+		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	}
+	out := make([]uint16, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return out
+}
+
+// f32ToF16 converts to IEEE 754 binary16, rounding to nearest even;
+// overflow gives ±Inf, NaN stays a (quiet) NaN.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff {
+		if man != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		// Subnormal half or zero: round (1.man) * 2^(exp-126) to an
+		// integer count of 2^-24.
+		shift := uint(126 - exp)
+		if shift > 24 {
+			return sign
+		}
+		m := man | 0x800000
+		q := m >> shift
+		rem := m & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && q&1 == 1) {
+			q++
+		}
+		return sign | uint16(q)
+	}
+	q := uint32(e)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && q&1 == 1) {
+		q++ // a carry into the exponent is right, up to Inf
+	}
+	return sign | uint16(q)
+}

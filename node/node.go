@@ -97,6 +97,7 @@ type Node struct {
 	ctxStamp stampCheck
 	slot     *slot
 	stats    *stats
+	recycle  *recycler // the receive path's inputs and pairs, reused
 
 	// Reported state.
 	stateMu      sync.Mutex
@@ -106,10 +107,23 @@ type Node struct {
 	lastReport   Snapshot // counters at the previous diagnostics
 
 	// Worker-owned.
-	chunk  expert.Chunk
+	chunk  expert.Chunk // the inputs of a backend that is not an expert.InputBinder
+	x      []float32    // latents: the initial noise, then the actions
+	pred   []float32    // the backend's prediction at a step
 	seq    uint64
 	out    msgs.ActionChunk
 	outBuf []byte
+	host   hostTimes // the last published chunk's host path
+}
+
+// hostTimes splits the host's work on one published chunk into its parts,
+// on the node's clock: what the robot waits for besides the device.
+type hostTimes struct {
+	Decode time.Duration // receive path: decoding and checking both messages
+	Input  time.Duration // worker: decoding and checking the tensors into the backend's inputs
+	Bind   time.Duration // the backend's BindChunk or BindInputs
+	Steps  time.Duration // the denoise steps
+	Encode time.Duration // encoding the ActionChunk
 }
 
 // New checks the configuration against the backend's contract, loads the
@@ -134,18 +148,24 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	rc := newRecycler()
 	n := &Node{
 		p: p, dims: d, backend: b, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sched: sched,
-		golden: cfg.Golden,
-		pairer: &pairer{policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
+		golden:  cfg.Golden,
+		recycle: rc,
+		pairer: &pairer{rc: rc, policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
 			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
-		chunk: expert.Chunk{
+		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
+	}
+	if _, ok := b.(expert.InputBinder); !ok {
+		// The backend keeps no input buffers the node could write into.
+		n.chunk = expert.Chunk{
 			VideoKeys:   make([]float32, d.KVLen()),
 			VideoValues: make([]float32, d.KVLen()),
 			Context:     make([]float32, d.ContextLen()),
 			ContextMask: make([]bool, d.ContextTokens),
-		},
+		}
 	}
 	if n.log == nil {
 		n.log = nopLogger{}
@@ -173,10 +193,17 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if n.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
-	if err := t.Subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, n.onKV); err != nil {
+	// A transport that recycles message buffers gets every input's bytes
+	// back once the node is done with them: a stream of 72 MB caches then
+	// leaves no garbage.
+	subscribe := t.Subscribe
+	if r, ok := t.(Recycler); ok {
+		subscribe, n.recycle.give = r.SubscribeRecycled, r.Recycle
+	}
+	if err := subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, n.onKV); err != nil {
 		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.KVCache, err)
 	}
-	if err := t.Subscribe(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext, QoS: p.QoS.Context}, n.onContext); err != nil {
+	if err := subscribe(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext, QoS: p.QoS.Context}, n.onContext); err != nil {
 		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.Context, err)
 	}
 	return n, nil
@@ -237,7 +264,8 @@ func (n *Node) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 		n.setState(StateStopped)
-		if n.slot.Clear() != nil {
+		if p := n.slot.Clear(); p != nil {
+			n.recycle.freePair(p)
 			n.dropped(n.p.Topics.KVCache, DropShutdown)
 		}
 		n.publishDiagnostics(n.now())
@@ -277,6 +305,7 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		}
 		n.process(runCtx, p)
+		n.recycle.freePair(p)
 	}
 }
 
@@ -313,19 +342,23 @@ func (n *Node) onKV(data []byte) {
 	now := n.now()
 	topic := n.p.Topics.KVCache
 	n.stats.received(topic)
+	in := n.recycle.newKV()
+	in.raw = data
 	if n.State() != StateActive {
+		n.recycle.freeKV(in)
 		n.dropped(topic, DropInactive)
 		return
 	}
-	in, rej := decodeKV(topic, data, n.dims)
-	if rej != nil {
+	if rej := decodeKV(in, topic, data, n.dims); rej != nil {
+		n.recycle.freeKV(in)
 		n.rejected(rej)
 		return
 	}
-	in.recv = now
+	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if rej := n.kvStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
 		n.mu.Unlock()
+		n.recycle.freeKV(in)
 		n.rejected(rej)
 		return
 	}
@@ -340,20 +373,24 @@ func (n *Node) onContext(data []byte) {
 	now := n.now()
 	topic := n.p.Topics.Context
 	n.stats.received(topic)
+	in := n.recycle.newCtx()
+	in.raw = data
 	if n.State() != StateActive {
+		n.recycle.freeCtx(in)
 		n.dropped(topic, DropInactive)
 		return
 	}
-	in, rej := decodeContext(topic, data, n.dims)
-	if rej != nil {
+	if rej := decodeContext(in, topic, data, n.dims); rej != nil {
+		n.recycle.freeCtx(in)
 		n.rejected(rej)
 		return
 	}
-	in.recv = now
+	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.ctxStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
 			n.mu.Unlock()
+			n.recycle.freeCtx(in)
 			n.rejected(rej)
 			return
 		}
@@ -369,7 +406,8 @@ func (n *Node) offer(p *pair) {
 		return
 	}
 	n.stats.pair()
-	if n.slot.Put(p) != nil {
+	if old := n.slot.Put(p); old != nil {
+		n.recycle.freePair(old)
 		n.dropped(n.p.Topics.KVCache, DropSuperseded)
 	}
 }

@@ -31,6 +31,7 @@ type dropFunc func(topic string, why Drop)
 // most one cache waiting for a first context. It is not safe for
 // concurrent use.
 type pairer struct {
+	rc       *recycler // takes back what the pairer drops; nil in unit tests
 	policy   SyncPolicy
 	capacity int
 	timeout  time.Duration
@@ -49,10 +50,11 @@ func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 	p.expire(now, drop)
 	if p.policy == SyncLatest {
 		if p.latest != nil {
-			return &pair{kv: k, ctx: p.latest}
+			return p.rc.newPair(k, p.latest.share())
 		}
 		if p.pendingKV != nil {
 			drop(p.kvTopic, DropUnpaired)
+			p.rc.freeKV(p.pendingKV)
 		}
 		p.pendingKV = k
 		return nil
@@ -61,11 +63,12 @@ func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 		if c.stamp.Equal(k.stamp) {
 			p.dropOlder(k.stamp, i, drop)
 			p.ctxs = slices.Delete(p.ctxs, 0, 1)
-			return &pair{kv: k, ctx: c}
+			return p.rc.newPair(k, c)
 		}
 	}
 	if len(p.kvs) == p.capacity {
 		drop(p.kvTopic, DropOverflow)
+		p.rc.freeKV(p.kvs[0])
 		p.kvs = slices.Delete(p.kvs, 0, 1)
 	}
 	p.kvs = append(p.kvs, k)
@@ -76,10 +79,13 @@ func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 func (p *pairer) addContext(c *ctxInput, now time.Time, drop dropFunc) *pair {
 	p.expire(now, drop)
 	if p.policy == SyncLatest {
+		if p.latest != nil {
+			p.rc.freeCtx(p.latest) // the pairer's hold; pairs may keep it
+		}
 		p.latest = c
 		if k := p.pendingKV; k != nil {
 			p.pendingKV = nil
-			return &pair{kv: k, ctx: c}
+			return p.rc.newPair(k, c.share())
 		}
 		return nil
 	}
@@ -88,11 +94,12 @@ func (p *pairer) addContext(c *ctxInput, now time.Time, drop dropFunc) *pair {
 			p.dropOlderKV(i, drop)
 			p.dropOlderCtx(c.stamp, drop)
 			p.kvs = slices.Delete(p.kvs, 0, 1)
-			return &pair{kv: k, ctx: c}
+			return p.rc.newPair(k, c)
 		}
 	}
 	if len(p.ctxs) == p.capacity {
 		drop(p.ctxTopic, DropOverflow)
+		p.rc.freeCtx(p.ctxs[0])
 		p.ctxs = slices.Delete(p.ctxs, 0, 1)
 	}
 	p.ctxs = append(p.ctxs, c)
@@ -103,21 +110,24 @@ func (p *pairer) addContext(c *ctxInput, now time.Time, drop dropFunc) *pair {
 // index i and the waiting caches older than stamp: a later arrival could
 // only pair with them out of order.
 func (p *pairer) dropOlder(stamp time.Time, i int, drop dropFunc) {
-	for range i {
+	for _, c := range p.ctxs[:i] {
 		drop(p.ctxTopic, DropUnpaired)
+		p.rc.freeCtx(c)
 	}
 	p.ctxs = slices.Delete(p.ctxs, 0, i)
 	n := 0
 	for n < len(p.kvs) && p.kvs[n].stamp.Before(stamp) {
 		drop(p.kvTopic, DropUnpaired)
+		p.rc.freeKV(p.kvs[n])
 		n++
 	}
 	p.kvs = slices.Delete(p.kvs, 0, n)
 }
 
 func (p *pairer) dropOlderKV(i int, drop dropFunc) {
-	for range i {
+	for _, k := range p.kvs[:i] {
 		drop(p.kvTopic, DropUnpaired)
+		p.rc.freeKV(k)
 	}
 	p.kvs = slices.Delete(p.kvs, 0, i)
 }
@@ -126,6 +136,7 @@ func (p *pairer) dropOlderCtx(stamp time.Time, drop dropFunc) {
 	n := 0
 	for n < len(p.ctxs) && p.ctxs[n].stamp.Before(stamp) {
 		drop(p.ctxTopic, DropUnpaired)
+		p.rc.freeCtx(p.ctxs[n])
 		n++
 	}
 	p.ctxs = slices.Delete(p.ctxs, 0, n)
@@ -140,6 +151,7 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 	if p.policy == SyncLatest {
 		if p.pendingKV != nil && old(p.pendingKV.recv) {
 			drop(p.kvTopic, DropPairTimeout)
+			p.rc.freeKV(p.pendingKV)
 			p.pendingKV = nil
 		}
 		return
@@ -147,12 +159,14 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 	n := 0
 	for n < len(p.kvs) && old(p.kvs[n].recv) {
 		drop(p.kvTopic, DropPairTimeout)
+		p.rc.freeKV(p.kvs[n])
 		n++
 	}
 	p.kvs = slices.Delete(p.kvs, 0, n)
 	n = 0
 	for n < len(p.ctxs) && old(p.ctxs[n].recv) {
 		drop(p.ctxTopic, DropPairTimeout)
+		p.rc.freeCtx(p.ctxs[n])
 		n++
 	}
 	p.ctxs = slices.Delete(p.ctxs, 0, n)

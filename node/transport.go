@@ -36,6 +36,17 @@ type Transport interface {
 	Advertise(t Topic) (Publisher, error)
 }
 
+// Recycler is an optional interface of a Transport whose messages'
+// buffers may be handed back for reuse, so that a stream of large
+// messages leaves no garbage behind. A subscriber that uses
+// SubscribeRecycled promises to call Recycle exactly once for every
+// message its handler received, when it no longer refers to any of its
+// bytes; the transport may then write the next message into them.
+type Recycler interface {
+	SubscribeRecycled(t Topic, h Handler) error
+	Recycle(data []byte)
+}
+
 // Bus is an in-process Transport: a publish delivers the message to every
 // subscriber of the topic synchronously, in the publisher's goroutine, one
 // delivery at a time per topic. It lets the whole node run in tests and in
@@ -44,18 +55,29 @@ type Transport interface {
 type Bus struct {
 	mu     sync.Mutex
 	topics map[string]*busTopic
+
+	// Recycling (see Recycler): the deliveries not yet handed back, by
+	// their first byte, and the buffers handed back, for reuse.
+	poolMu  sync.Mutex
+	pending map[*byte]int // recycles still due
+	free    [][]byte
+	made    int // buffers allocated for recycling subscribers
 }
 
 type busTopic struct {
-	name    string
-	typ     string
-	deliver sync.Mutex // serialises deliveries, as a ROS executor does
-	subs    []Handler
+	name     string
+	typ      string
+	deliver  sync.Mutex // serialises deliveries, as a ROS executor does
+	subs     []Handler
+	recycled int // subscribers that recycle
 }
+
+// maxBusFree bounds the buffers a Bus keeps for reuse.
+const maxBusFree = 8
 
 // NewBus returns an empty in-process bus.
 func NewBus() *Bus {
-	return &Bus{topics: make(map[string]*busTopic)}
+	return &Bus{topics: make(map[string]*busTopic), pending: make(map[*byte]int), free: make([][]byte, 0, maxBusFree)}
 }
 
 func (b *Bus) topic(t Topic) (*busTopic, error) {
@@ -73,7 +95,13 @@ func (b *Bus) topic(t Topic) (*busTopic, error) {
 }
 
 // Subscribe implements Transport.
-func (b *Bus) Subscribe(t Topic, h Handler) error {
+func (b *Bus) Subscribe(t Topic, h Handler) error { return b.subscribe(t, h, false) }
+
+// SubscribeRecycled implements Recycler: the messages of a topic whose
+// subscribers all recycle are copied into buffers handed back by Recycle.
+func (b *Bus) SubscribeRecycled(t Topic, h Handler) error { return b.subscribe(t, h, true) }
+
+func (b *Bus) subscribe(t Topic, h Handler, recycled bool) error {
 	if h == nil {
 		return fmt.Errorf("bus: subscribe %q: nil handler", t.Name)
 	}
@@ -83,8 +111,58 @@ func (b *Bus) Subscribe(t Topic, h Handler) error {
 	}
 	b.mu.Lock()
 	bt.subs = append(bt.subs, h)
+	if recycled {
+		bt.recycled++
+	}
 	b.mu.Unlock()
 	return nil
+}
+
+// Recycle implements Recycler. A buffer the Bus does not track (a topic
+// with a subscriber that does not recycle, or a second call) is left to
+// the garbage collector.
+func (b *Bus) Recycle(data []byte) {
+	if cap(data) == 0 {
+		return
+	}
+	key := &data[:1][0]
+	b.poolMu.Lock()
+	defer b.poolMu.Unlock()
+	left, ok := b.pending[key]
+	if !ok {
+		return
+	}
+	if left > 1 {
+		b.pending[key] = left - 1
+		return
+	}
+	delete(b.pending, key)
+	if len(b.free) < cap(b.free) {
+		b.free = append(b.free, data[:0])
+	}
+}
+
+// buffer returns a buffer of n bytes for a delivery to subs recycling
+// subscribers: a handed-back one when one is large enough.
+func (b *Bus) buffer(n, subs int) []byte {
+	b.poolMu.Lock()
+	defer b.poolMu.Unlock()
+	var buf []byte
+	for i, f := range b.free {
+		if cap(f) >= n {
+			buf = f[:n]
+			last := len(b.free) - 1
+			b.free[i], b.free[last] = b.free[last], nil
+			b.free = b.free[:last]
+			break
+		}
+	}
+	if buf == nil {
+		buf = make([]byte, n)
+		b.made++
+	}
+	b.pending[&buf[:1][0]] = subs
+	return buf
 }
 
 // Advertise implements Transport.
@@ -101,15 +179,23 @@ type busPublisher struct {
 	t *busTopic
 }
 
-// Publish copies data once and hands the copy to every subscriber.
+// Publish copies data once and hands the copy to every subscriber; on a
+// topic whose subscribers all recycle, into a handed-back buffer.
 func (p busPublisher) Publish(data []byte) error {
 	p.b.mu.Lock()
 	subs := p.t.subs[:len(p.t.subs):len(p.t.subs)]
+	recycled := p.t.recycled == len(subs)
 	p.b.mu.Unlock()
 	if len(subs) == 0 {
 		return nil
 	}
-	msg := append([]byte(nil), data...)
+	var msg []byte
+	if recycled && len(data) > 0 {
+		msg = p.b.buffer(len(data), len(subs))
+		copy(msg, data)
+	} else {
+		msg = append([]byte(nil), data...)
+	}
 	p.t.deliver.Lock()
 	defer p.t.deliver.Unlock()
 	for _, h := range subs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
@@ -60,16 +61,21 @@ func reject(topic string, r Reason, format string, args ...any) *inputError {
 
 // kvInput is a decoded VideoKVCache whose tensors view the received bytes.
 type kvInput struct {
-	msg   msgs.VideoKVCache
-	stamp time.Time // header stamp
-	recv  time.Time // arrival on the node's clock
+	raw    []byte // the message's bytes, handed back to the transport when done
+	msg    msgs.VideoKVCache
+	stamp  time.Time     // header stamp
+	recv   time.Time     // arrival on the node's clock
+	decode time.Duration // the receive path's decoding and checks
 }
 
 // ctxInput is a decoded TextContext whose tensor views the received bytes.
 type ctxInput struct {
-	msg   msgs.TextContext
-	stamp time.Time
-	recv  time.Time
+	raw    []byte
+	msg    msgs.TextContext
+	stamp  time.Time
+	recv   time.Time
+	decode time.Duration
+	refs   atomic.Int32 // holders: the receive path or pairing buffer, and pairs (see recycler)
 }
 
 func stampTime(t msgs.Time) time.Time {
@@ -78,43 +84,43 @@ func stampTime(t msgs.Time) time.Time {
 
 // decodeKV decodes a VideoKVCache and checks everything that costs no pass
 // over the payload: types, shapes and sizes against the contract.
-func decodeKV(topic string, data []byte, d expert.Dims) (*kvInput, *inputError) {
-	in := &kvInput{}
-	if err := in.msg.UnmarshalCDR(data); err != nil {
-		return nil, decodeError(topic, err)
+// The message is decoded into in, reused (see recycler).
+func decodeKV(in *kvInput, topic string, data []byte, d expert.Dims) *inputError {
+	if err := in.msg.UnmarshalCDRReuse(data); err != nil {
+		return decodeError(topic, err)
 	}
-	want := []uint32{uint32(d.Layers), 1, uint32(d.VideoTokens), uint32(d.AttnWidth())}
-	if e := checkTensor(topic, "keys", in.msg.Keys, want); e != nil {
-		return nil, e
+	want := [...]uint32{uint32(d.Layers), 1, uint32(d.VideoTokens), uint32(d.AttnWidth())}
+	if e := checkTensor(topic, "keys", in.msg.Keys, want[:]); e != nil {
+		return e
 	}
-	if e := checkTensor(topic, "values", in.msg.Values, want); e != nil {
-		return nil, e
+	if e := checkTensor(topic, "values", in.msg.Values, want[:]); e != nil {
+		return e
 	}
 	if v := in.msg.VisibleVideoTokens; int64(v) > int64(d.VideoTokens) {
-		return nil, reject(topic, RejectVisibleVideo, "visible_video_tokens %d exceeds the %d cached video tokens", v, d.VideoTokens)
+		return reject(topic, RejectVisibleVideo, "visible_video_tokens %d exceeds the %d cached video tokens", v, d.VideoTokens)
 	}
 	in.stamp = stampTime(in.msg.Header.Stamp)
-	return in, nil
+	return nil
 }
 
-// decodeContext decodes a TextContext and checks its tensor and mask.
-func decodeContext(topic string, data []byte, d expert.Dims) (*ctxInput, *inputError) {
-	in := &ctxInput{}
-	if err := in.msg.UnmarshalCDR(data); err != nil {
-		return nil, decodeError(topic, err)
+// decodeContext decodes a TextContext into in and checks its tensor and
+// mask.
+func decodeContext(in *ctxInput, topic string, data []byte, d expert.Dims) *inputError {
+	if err := in.msg.UnmarshalCDRReuse(data); err != nil {
+		return decodeError(topic, err)
 	}
-	want := []uint32{1, uint32(d.ContextTokens), uint32(d.TextDim)}
-	if e := checkTensor(topic, "context", in.msg.Context, want); e != nil {
-		return nil, e
+	want := [...]uint32{1, uint32(d.ContextTokens), uint32(d.TextDim)}
+	if e := checkTensor(topic, "context", in.msg.Context, want[:]); e != nil {
+		return e
 	}
 	if n := len(in.msg.AttentionMask); n != d.ContextTokens {
-		return nil, reject(topic, RejectMask, "attention_mask has %d elements, want %d", n, d.ContextTokens)
+		return reject(topic, RejectMask, "attention_mask has %d elements, want %d", n, d.ContextTokens)
 	}
 	if !slices.Contains(in.msg.AttentionMask, true) {
-		return nil, reject(topic, RejectMask, "attention_mask masks all %d tokens; at least one must be attendable", d.ContextTokens)
+		return reject(topic, RejectMask, "attention_mask masks all %d tokens; at least one must be attendable", d.ContextTokens)
 	}
 	in.stamp = stampTime(in.msg.Header.Stamp)
-	return in, nil
+	return nil
 }
 
 // decodeError classifies a decoding failure. The codec validates tensors
@@ -140,7 +146,9 @@ func checkTensor(topic, field string, t msgs.Tensor, want []uint32) *inputError 
 		return reject(topic, RejectDType, "%s: dtype %d, want %d (float32) or %d (float16)", field, t.DType, msgs.DTypeFloat32, msgs.DTypeFloat16)
 	}
 	if !slices.Equal(t.Shape, want) {
-		return reject(topic, RejectShape, "%s: shape %v, want %v", field, t.Shape, want)
+		// Cloned: formatting want itself would move it to the heap on
+		// every call, not only on this one.
+		return reject(topic, RejectShape, "%s: shape %v, want %v", field, slices.Clone(t.Shape), slices.Clone(want))
 	}
 	if err := t.Validate(); err != nil {
 		return reject(topic, RejectShape, "%s: %w", field, err)

@@ -17,56 +17,89 @@ type reloader interface {
 }
 
 // process turns one pair into a published chunk. It runs on the worker
-// goroutine only.
+// goroutine only. The tensors cross memory once: each is decoded straight
+// into the backend's input buffers when the backend is an
+// expert.InputBinder (into the node's chunk otherwise), checked for
+// non-finite values in the same pass, before anything is bound or run.
 func (n *Node) process(ctx context.Context, p *pair) {
 	d := n.dims
 	kvTopic, ctxTopic := n.p.Topics.KVCache, n.p.Topics.Context
-	for _, t := range []struct {
-		topic, field string
-		src          msgs.Tensor
-		dst          []float32
-	}{
-		{kvTopic, "keys", p.kv.msg.Keys, n.chunk.VideoKeys},
-		{kvTopic, "values", p.kv.msg.Values, n.chunk.VideoValues},
-		{ctxTopic, "context", p.ctx.msg.Context, n.chunk.Context},
-	} {
-		if err := t.src.DecodeF32Into(t.dst); err != nil {
-			n.rejectedPair(reject(t.topic, RejectShape, "%s: %w", t.field, err))
+	tIn := n.now()
+	binder, direct := n.backend.(expert.InputBinder)
+	views := expert.InputViews{
+		VideoKeys:   expert.TensorView{F32: n.chunk.VideoKeys},
+		VideoValues: expert.TensorView{F32: n.chunk.VideoValues},
+		Context:     expert.TensorView{F32: n.chunk.Context},
+	}
+	seq := n.seq
+	if direct {
+		var err error
+		if views, err = binder.Inputs(); err != nil {
+			n.seq++
+			n.backendFailed(ctx, seq, fmt.Errorf("bind chunk: %w", err))
 			return
 		}
 	}
-	copy(n.chunk.ContextMask, p.ctx.msg.AttentionMask)
-	n.chunk.VisibleVideo = int(p.kv.msg.VisibleVideoTokens)
+	for _, t := range [...]struct {
+		topic, field, input string
+		src                 *msgs.Tensor
+		dst                 expert.TensorView
+	}{
+		{kvTopic, "keys", "video_keys", &p.kv.msg.Keys, views.VideoKeys},
+		{kvTopic, "values", "video_values", &p.kv.msg.Values, views.VideoValues},
+		{ctxTopic, "context", "context", &p.ctx.msg.Context, views.Context},
+	} {
+		var (
+			i   int
+			v   float32
+			err error
+		)
+		if t.dst.F16 != nil {
+			i, v, err = t.src.DecodeF16Checked(t.dst.F16)
+		} else {
+			i, v, err = t.src.DecodeF32Checked(t.dst.F32)
+		}
+		if err != nil {
+			n.rejectedPair(reject(t.topic, RejectShape, "%s: %w", t.field, err))
+			return
+		}
+		if i >= 0 {
+			n.rejectInput(expert.NonFiniteInput(t.input, i, v), p)
+			return
+		}
+	}
+	visible := int(p.kv.msg.VisibleVideoTokens)
 
-	seq := n.seq
 	// The seed follows the producer's sequence number, not this node's
 	// chunk counter, so that a replay of any part of a recording (or a
 	// restart of the node) draws the same noise for the same observation
 	// even when chunks were dropped.
 	seed := n.p.NoiseSeed + p.kv.msg.Seq
-	x0 := expert.Noise(seed, d.LatentLen())
+	expert.NoiseInto(seed, n.x)
 	t0 := n.now()
-	// The backend validates the chunk before any compute (the contract's
-	// ValidateChunk): non-finite values are found there, once, as are
-	// inputs this backend cannot take (the HTP graph's fixed visibility).
-	// They are rejected inputs, not backend failures: no reload.
-	res, err := expert.Denoise(ctx, n.backend, &n.chunk, n.sched, x0, nil)
+	host := hostTimes{Decode: p.kv.decode + p.ctx.decode, Input: t0.Sub(tIn)}
+	// The backend validates the rest of the chunk before any compute: the
+	// mask and visibility, and inputs this backend cannot take (the HTP
+	// graph's fixed visibility). They are rejected inputs, not backend
+	// failures: no reload.
+	var err error
+	if direct {
+		err = binder.BindInputs(ctx, p.ctx.msg.AttentionMask, visible)
+	} else {
+		copy(n.chunk.ContextMask, p.ctx.msg.AttentionMask)
+		n.chunk.VisibleVideo = visible
+		err = n.backend.BindChunk(ctx, &n.chunk)
+	}
+	tBound := n.now()
+	host.Bind = tBound.Sub(t0)
+	if err != nil {
+		err = fmt.Errorf("bind chunk: %w", err)
+	} else {
+		err = expert.Integrate(ctx, n.backend, n.sched, n.x, n.pred, nil, nil)
+	}
 	denoise := n.now().Sub(t0)
-	var bad *expert.InputError
-	if errors.As(err, &bad) {
-		topic, reason := kvTopic, RejectShape
-		switch {
-		case bad.NonFinite():
-			reason = RejectNonFinite
-		case bad.Input == "visible_video":
-			reason = RejectVisibleVideo
-		case bad.Input == "context_mask":
-			reason = RejectMask
-		}
-		if bad.Input == "context" || bad.Input == "context_mask" {
-			topic = ctxTopic
-		}
-		n.rejectedPair(reject(topic, reason, "%v (stamp %s)", bad, fmtStamp(p.kv.stamp)))
+	host.Steps = denoise - host.Bind
+	if n.rejectInput(err, p) {
 		return
 	}
 	n.seq++
@@ -79,13 +112,14 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		return
 	}
 	n.setBackendState("ok")
-	clipped := n.clip(res.Actions)
+	actions := n.x
+	clipped := n.clip(actions)
 
 	m := &n.out
 	m.Header = p.kv.msg.Header
 	m.Seq, m.KVSeq, m.ContextSeq = seq, p.kv.msg.Seq, p.ctx.msg.Seq
 	for i := range m.Actions {
-		m.Actions[i].Values = res.Actions[i*d.ActionDim : (i+1)*d.ActionDim]
+		m.Actions[i].Values = actions[i*d.ActionDim : (i+1)*d.ActionDim]
 	}
 	m.Steps, m.Shift, m.NoiseSeed, m.Backend = uint32(n.sched.Steps()), n.sched.Shift, seed, n.p.Backend
 	m.DryRun, m.Clipped = n.p.DryRun, clipped
@@ -98,6 +132,8 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	m.StaleInput = stale
 
 	buf, err := m.AppendCDR(n.outBuf[:0])
+	host.Encode = n.now().Sub(tPub)
+	n.host = host
 	if err != nil {
 		n.backendFailed(ctx, seq, fmt.Errorf("encode action chunk: %w", err))
 		return
@@ -112,6 +148,33 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	if seq == 0 {
 		n.log.Infof("first chunk published: denoise %.1f ms, receive to publish %.1f ms", ms(denoise), ms(r2p))
 	}
+}
+
+// rejectInput counts err as a rejected input and reports true when it is
+// an *expert.InputError: the input's topic and reason follow from the
+// input it names.
+func (n *Node) rejectInput(err error, p *pair) bool {
+	if err == nil {
+		return false
+	}
+	var bad *expert.InputError
+	if !errors.As(err, &bad) {
+		return false
+	}
+	topic, reason := n.p.Topics.KVCache, RejectShape
+	switch {
+	case bad.NonFinite():
+		reason = RejectNonFinite
+	case bad.Input == "visible_video":
+		reason = RejectVisibleVideo
+	case bad.Input == "context_mask":
+		reason = RejectMask
+	}
+	if bad.Input == "context" || bad.Input == "context_mask" {
+		topic = n.p.Topics.Context
+	}
+	n.rejectedPair(reject(topic, reason, "%v (stamp %s)", bad, fmtStamp(p.kv.stamp)))
+	return true
 }
 
 func ms(d time.Duration) float32 { return float32(d.Seconds() * 1000) }

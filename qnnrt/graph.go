@@ -99,6 +99,9 @@ type Graph struct {
 	outArr unsafe.Pointer
 	events unsafe.Pointer // profileGetEvents out-parameters and event data
 	stats  GraphStats
+	// args holds graphExecute's arguments: a variadic call from a fresh
+	// slice would allocate it at every execute.
+	args [7]uintptr
 }
 
 // ioTensor is one graph input or output and its buffer.
@@ -354,8 +357,8 @@ func (g *Graph) execute() (Timing, error) {
 	}
 	mark := l.logs.mark()
 	t0 := time.Now()
-	ret := ccall(l.core[fnGraphExecute], g.handle, uintptr(g.inArr), uintptr(len(g.in)),
-		uintptr(g.outArr), uintptr(len(g.out)), profile, 0)
+	g.args = [7]uintptr{g.handle, uintptr(g.inArr), uintptr(len(g.in)), uintptr(g.outArr), uintptr(len(g.out)), profile, 0}
+	ret := ccall(l.core[fnGraphExecute], g.args[:]...)
 	tm := Timing{Host: time.Since(t0)}
 	if ret != 0 {
 		return tm, l.failed(fmt.Sprintf("graphExecute %q", g.info.Name), ret, mark)
@@ -407,4 +410,45 @@ func (g *Graph) readProfile(profile uintptr) (time.Duration, bool, error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// InputBuffer returns input i's buffer (the shared buffer, or RAW staging
+// memory, allocated here on first use) as bytes in the input's data type,
+// for a caller to write the input in place instead of converting a
+// float32 slice with SetInput. The memory is the runtime's, outside the Go
+// heap: it stays valid until ShareInputs changes the input's home or the
+// session closes, and must not be written during an execute. Call
+// InputWritten once it holds the input.
+func (g *Graph) InputBuffer(i int) ([]byte, DataType, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, 0, g.closedErr()
+	}
+	if i < 0 || i >= len(g.in) {
+		return nil, 0, fmt.Errorf("qnnrt: graph %q has no input %d (it has %d)", g.info.Name, i, len(g.in))
+	}
+	t := g.in[i]
+	if t.buf == nil {
+		if err := t.allocRaw(); err != nil {
+			return nil, 0, err
+		}
+	}
+	return unsafe.Slice((*byte)(t.buf), t.info.Bytes()), t.info.DataType, nil
+}
+
+// InputWritten records that the caller wrote input i through InputBuffer,
+// so that executes may use it.
+func (g *Graph) InputWritten(i int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return g.closedErr()
+	}
+	if i < 0 || i >= len(g.in) || g.in[i].buf == nil {
+		return fmt.Errorf("qnnrt: graph %q input %d was not opened with InputBuffer", g.info.Name, i)
+	}
+	g.in[i].set = true
+	g.stats.BytesWritten += uint64(g.in[i].info.Bytes())
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/qnnrt"
@@ -109,7 +110,11 @@ type Backend struct {
 	out    [][]float32
 	tau    [1]float32
 	mask   []float32
-	chunk  *expert.Chunk
+	chunk  *expert.Chunk // the chunk bound with BindChunk, rebound by Reload
+	bound  bool          // a chunk is bound (with BindChunk or BindInputs)
+	views  bool          // Inputs handed out views since the last bind
+	stage  [3][]float32  // staging of keys, values, context for a type Inputs cannot expose
+	staged [3]bool       // the views of the last Inputs are the staging buffers
 	times  []qnnrt.Timing
 }
 
@@ -118,7 +123,7 @@ type ioIndex struct {
 	latents, timestep, keys, values, context, mask, pred int
 }
 
-var _ expert.Backend = (*Backend)(nil)
+var _ expert.InputBinder = (*Backend)(nil)
 
 // New loads the libraries, checks the graph of o.ContextPath against the
 // step contract and creates the resident session.
@@ -355,31 +360,125 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 	if err := b.dims.ValidateChunk(c); err != nil {
 		return fmt.Errorf("htp: %w", err)
 	}
-	if c.VisibleVideo != 0 && c.VisibleVideo != b.dims.VideoTokens {
-		return fmt.Errorf("htp: %w", expert.InvalidInput("visible_video", "chunk attends to %d of %d video tokens; the compiled graph has no visibility input, so VisibleVideo must be 0 or %d",
-			c.VisibleVideo, b.dims.VideoTokens, b.dims.VideoTokens))
+	if err := b.checkVisible(c.VisibleVideo); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.usable(); err != nil {
 		return err
 	}
-	b.chunk = nil
+	b.chunk, b.bound, b.views = nil, false, false
 	if err := b.bind(ctx, c); err != nil {
 		return err
 	}
-	b.chunk = c
+	b.chunk, b.bound = c, true
 	return nil
 }
 
-// bind writes the chunk's constants; b.mu is held.
-func (b *Backend) bind(ctx context.Context, c *expert.Chunk) error {
-	for i, m := range c.ContextMask {
+// Inputs implements expert.InputBinder. A FLOAT_32 or FLOAT_16 input is
+// exposed in place, in its shared (or RAW) buffer, so the caller's write is
+// the only pass over the data; an input of another type (BFLOAT_16,
+// quantized) gets a float32 staging buffer, allocated once, that
+// BindInputs converts. It unbinds the bound chunk.
+func (b *Backend) Inputs() (expert.InputViews, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable(); err != nil {
+		return expert.InputViews{}, err
+	}
+	b.chunk, b.bound, b.views = nil, false, false
+	var v [3]expert.TensorView
+	for k, idx := range []int{b.idx.keys, b.idx.values, b.idx.context} {
+		buf, dt, err := b.graph.InputBuffer(idx)
+		if err != nil {
+			return expert.InputViews{}, fmt.Errorf("htp: inputs: %w", err)
+		}
+		switch dt {
+		case qnnrt.Float32:
+			v[k].F32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/4)
+		case qnnrt.Float16:
+			v[k].F16 = unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/2)
+		}
+		b.staged[k] = v[k].Len() == 0
+		if b.staged[k] {
+			n := []int{b.dims.KVLen(), b.dims.KVLen(), b.dims.ContextLen()}[k]
+			if len(b.stage[k]) != n {
+				b.stage[k] = make([]float32, n)
+			}
+			v[k].F32 = b.stage[k]
+		}
+	}
+	b.views = true
+	return expert.InputViews{VideoKeys: v[0], VideoValues: v[1], Context: v[2]}, nil
+}
+
+// BindInputs implements expert.InputBinder: it checks the mask and the
+// visible video count as BindChunk does, then binds what the views of the
+// last Inputs hold. A chunk bound this way is not rebound by Reload.
+func (b *Backend) BindInputs(ctx context.Context, mask []bool, visibleVideo int) error {
+	if err := b.dims.ValidateMask(mask, visibleVideo); err != nil {
+		return fmt.Errorf("htp: %w", err)
+	}
+	if err := b.checkVisible(visibleVideo); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if !b.views {
+		return errors.New("htp: BindInputs without Inputs: no views were written since the last bind")
+	}
+	b.views = false
+	b.setMask(mask)
+	b.times = b.times[:0]
+	for k, idx := range []int{b.idx.keys, b.idx.values, b.idx.context} {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("htp: bind inputs: %w", err)
+		}
+		var err error
+		if b.staged[k] {
+			err = b.graph.SetInput(idx, b.stage[k])
+		} else {
+			err = b.graph.InputWritten(idx)
+		}
+		if err != nil {
+			return fmt.Errorf("htp: bind inputs: %w", err)
+		}
+	}
+	if err := b.graph.SetInput(b.idx.mask, b.mask); err != nil {
+		return fmt.Errorf("htp: bind inputs: %w", err)
+	}
+	b.bound = true
+	return nil
+}
+
+// checkVisible refuses a partial video visibility, which the compiled
+// graph cannot express.
+func (b *Backend) checkVisible(visible int) error {
+	if visible != 0 && visible != b.dims.VideoTokens {
+		return fmt.Errorf("htp: %w", expert.InvalidInput("visible_video", "chunk attends to %d of %d video tokens; the compiled graph has no visibility input, so VisibleVideo must be 0 or %d",
+			visible, b.dims.VideoTokens, b.dims.VideoTokens))
+	}
+	return nil
+}
+
+// setMask converts the context mask to the graph's 1/0 values; b.mu is
+// held.
+func (b *Backend) setMask(mask []bool) {
+	for i, m := range mask {
 		b.mask[i] = 0
 		if m {
 			b.mask[i] = 1
 		}
 	}
+}
+
+// bind writes the chunk's constants; b.mu is held.
+func (b *Backend) bind(ctx context.Context, c *expert.Chunk) error {
+	b.setMask(c.ContextMask)
 	b.times = b.times[:0]
 	for _, in := range []struct {
 		idx  int
@@ -426,7 +525,7 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 	if err := b.usable(); err != nil {
 		return err
 	}
-	if b.chunk == nil {
+	if !b.bound {
 		return errors.New("htp: Step before BindChunk: no chunk is bound")
 	}
 	b.tau[0] = tau
@@ -512,11 +611,15 @@ func (b *Backend) Reload(ctx context.Context) error {
 		b.sess, b.graph = nil, nil
 		return fmt.Errorf("htp: reload: %w", err)
 	}
+	// The views of Inputs pointed into the old session's buffers, and a
+	// chunk bound through them lived only there.
+	b.bound, b.views = false, false
 	if b.chunk != nil {
 		if err := b.bind(ctx, b.chunk); err != nil {
 			b.chunk = nil
 			return fmt.Errorf("htp: reload: rebind chunk: %w", err)
 		}
+		b.bound = true
 	}
 	return nil
 }
@@ -534,7 +637,7 @@ func (b *Backend) Close() error {
 	if b.sess != nil {
 		errs = append(errs, b.sess.Close())
 	}
-	b.sess, b.graph, b.chunk = nil, nil, nil
+	b.sess, b.graph, b.chunk, b.bound, b.views = nil, nil, nil, false, false
 	errs = append(errs, b.lib.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("htp: close: %w", err)
