@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -25,7 +27,14 @@ type Options struct {
 	BLAS string
 	// OpenBLASPath overrides the OpenBLAS library to load.
 	OpenBLASPath string
-	// Threads sets OpenBLAS's thread count when positive.
+	// Threads is the number of goroutines a step (and BindChunk) runs on;
+	// zero means runtime.GOMAXPROCS. The backend splits every weight
+	// product by output columns, the attention by heads and the
+	// element-wise work by rows among them, and each part calls a
+	// single-threaded BLAS: New sets OpenBLAS to one thread, process-wide.
+	// (OpenBLAS's own threads spin for a while after each call, so they
+	// would share the cores with the goroutines, and each of the
+	// attention's many small products would pay their start-up.)
 	Threads int
 }
 
@@ -40,6 +49,7 @@ type Backend struct {
 	dims     expert.Dims
 	gemm     Gemm
 	blasName string
+	workers  int // goroutines for the element-wise work, at least 1
 
 	ropeCos, ropeSin []float64             // [S, Dh/2]
 	modCache         map[float32][]float32 // timestep -> [layers, 6, D]
@@ -51,7 +61,8 @@ type Backend struct {
 	ctxTokens      int         // attended context tokens (masked ones dropped)
 	crossK, crossV [][]float32 // per layer [ctxTokens, A]
 
-	// Scratch, reused by every step.
+	// Scratch, reused by every step. scores holds every head's attention
+	// weights, [H, S, keys], so the workers' heads do not share any.
 	x, h, qkv, o, tmp, qc, ff, scores []float32
 }
 
@@ -63,8 +74,12 @@ func New(w *Weights, opts Options) (*Backend, error) {
 	}
 	c := w.cfg
 	S, D, A, F := c.ActionSteps, c.HiddenDim, c.attn(), c.FFNDim
+	workers := opts.Threads
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	b := &Backend{
-		w: w, cfg: c, dims: c.Dims(), gemm: gemm, blasName: name,
+		w: w, cfg: c, dims: c.Dims(), gemm: gemm, blasName: name, workers: workers,
 		modCache: make(map[float32][]float32),
 		x:        make([]float32, S*D),
 		h:        make([]float32, S*D),
@@ -73,7 +88,7 @@ func New(w *Weights, opts Options) (*Backend, error) {
 		tmp:      make([]float32, S*D),
 		qc:       make([]float32, S*A),
 		ff:       make([]float32, S*F),
-		scores:   make([]float32, S*(max(c.VideoTokens, c.ContextTokens)+S)),
+		scores:   make([]float32, c.NumHeads*S*(max(c.VideoTokens, c.ContextTokens)+S)),
 	}
 	b.ropeCos, b.ropeSin = ropeTables(S, c.HeadDim)
 	return b, nil
@@ -94,9 +109,7 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 	case "", "auto", "openblas":
 		l, err := openblas.Load(opts.OpenBLASPath)
 		if err == nil {
-			if opts.Threads > 0 {
-				l.SetThreads(opts.Threads)
-			}
+			l.SetThreads(1)
 			return l, l.String(), nil
 		}
 		if opts.BLAS == "openblas" {
@@ -112,8 +125,12 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 // Dims implements expert.Backend.
 func (b *Backend) Dims() expert.Dims { return b.dims }
 
-// BLAS names the linear-algebra implementation in use.
-func (b *Backend) BLAS() string { return b.blasName }
+// BLAS names the linear-algebra implementation in use and the number of
+// goroutines that call it.
+func (b *Backend) BLAS() string { return fmt.Sprintf("%s, %d workers", b.blasName, b.workers) }
+
+// Workers is the number of goroutines a step runs on (Options.Threads).
+func (b *Backend) Workers() int { return b.workers }
 
 // Weights returns the backend's parameters.
 func (b *Backend) Weights() *Weights { return b.w }
@@ -191,9 +208,12 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 	}
 	cfg := b.cfg
 	S, D, A, F, a := cfg.ActionSteps, cfg.HiddenDim, cfg.attn(), cfg.FFNDim, cfg.ActionDim
+	eps := cfg.Eps
 	mod := b.modulation(tau)
-	x := b.x
+	x, h := b.x, b.h
 	b.linear(x, latents, S, a, b.w.actionEnc, b.w.actionEncB, D)
+	// rows runs f over the token rows [lo, hi) on the backend's workers.
+	rows := func(f func(lo, hi int)) { b.parallel(S, f) }
 	for l := range b.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("cpu: step: %w", err)
@@ -204,31 +224,42 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 		shift2, scale2, gate2 := m[3*D:4*D], m[4*D:5*D], m[5*D:6*D]
 
 		// (a) self-attention over [video keys ; action keys].
-		layerNormModulate(b.h, x, D, scale1, shift1, cfg.Eps)
-		b.linear(b.qkv, b.h, S, D, L.qkv, L.qkvB, 3*A)
-		rmsNormStrided(b.qkv, S, A, 3*A, 0, L.normQ, cfg.Eps)
-		rmsNormStrided(b.qkv, S, A, 3*A, A, L.normK, cfg.Eps)
-		b.rope(b.qkv, 3*A, 0)
-		b.rope(b.qkv, 3*A, A)
+		rows(func(lo, hi int) {
+			layerNormModulate(h[lo*D:hi*D], x[lo*D:hi*D], D, scale1, shift1, eps)
+		})
+		b.linear(b.qkv, h, S, D, L.qkv, L.qkvB, 3*A)
+		rows(func(lo, hi int) {
+			qkv := b.qkv[lo*3*A : hi*3*A]
+			rmsNormStrided(qkv, hi-lo, A, 3*A, 0, L.normQ, eps)
+			rmsNormStrided(qkv, hi-lo, A, 3*A, A, L.normK, eps)
+			b.rope(qkv, lo, hi, 3*A, 0)
+			b.rope(qkv, lo, hi, 3*A, A)
+		})
 		kvOff := l * cfg.VideoTokens * A
 		b.selfAttention(b.videoK[kvOff:], b.videoV[kvOff:])
 		b.linear(b.tmp, b.o, S, A, L.selfO, L.selfOB, D)
-		addGated(x, b.tmp, gate1, D)
 
 		// (b) cross-attention to the text context: no gate, no modulation.
-		layerNormAffine(b.h, x, D, L.norm3W, L.norm3B, cfg.Eps)
-		b.linear(b.qc, b.h, S, D, L.crossQ, L.crossQB, A)
-		rmsNormStrided(b.qc, S, A, A, 0, L.crossNormQ, cfg.Eps)
+		rows(func(lo, hi int) {
+			xr := x[lo*D : hi*D]
+			addGated(xr, b.tmp[lo*D:hi*D], gate1, D)
+			layerNormAffine(h[lo*D:hi*D], xr, D, L.norm3W, L.norm3B, eps)
+		})
+		b.linear(b.qc, h, S, D, L.crossQ, L.crossQB, A)
+		rows(func(lo, hi int) { rmsNormRows(b.qc[lo*A:hi*A], A, L.crossNormQ, eps) })
 		b.crossAttention(b.crossK[l], b.crossV[l])
 		b.linear(b.tmp, b.o, S, A, L.crossO, L.crossOB, D)
-		for i := range x {
-			x[i] += b.tmp[i]
-		}
 
 		// (c) feed-forward.
-		layerNormModulate(b.h, x, D, scale2, shift2, cfg.Eps)
-		b.linear(b.ff, b.h, S, D, L.ffn0, L.ffn0B, F)
-		geluInPlace(b.ff)
+		rows(func(lo, hi int) {
+			xr, tr := x[lo*D:hi*D], b.tmp[lo*D:hi*D]
+			for i := range xr {
+				xr[i] += tr[i]
+			}
+			layerNormModulate(h[lo*D:hi*D], xr, D, scale2, shift2, eps)
+		})
+		b.linear(b.ff, h, S, D, L.ffn0, L.ffn0B, F)
+		rows(func(lo, hi int) { geluInPlace(b.ff[lo*F : hi*F]) })
 		b.linear(b.tmp, b.ff, S, F, L.ffn2, L.ffn2B, D)
 		addGated(x, b.tmp, gate2, D)
 	}
@@ -237,59 +268,102 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 }
 
 // linear computes out[m,n] = in[m,k]·wᵀ + bias for a PyTorch weight w[n,k].
+// The workers take contiguous ranges of the n output columns (rows of w),
+// each with its own Sgemm call.
 func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) {
-	for r := 0; r < m; r++ {
-		copy(out[r*n:(r+1)*n], bias)
+	part := func(lo, hi int) {
+		for r := 0; r < m; r++ {
+			copy(out[r*n+lo:r*n+hi], bias[lo:hi])
+		}
+		b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, hi-lo, k, 1, in, k, w[lo*k:], k, 1, out[lo:], n)
 	}
-	b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, in, k, w, k, 1, out, n)
+	// Small products are not worth a goroutine; ranges start at
+	// multiples of 64 columns so each part keeps whole kernel blocks.
+	if float64(m)*float64(n)*float64(k) < 1<<20 {
+		part(0, n)
+		return
+	}
+	b.parallelAligned(n, 64, part)
+}
+
+// parallel calls f on contiguous parts [lo, hi) of [0, n), at most one per
+// worker, and returns when all are done; the calling goroutine takes the
+// first part. The parts write disjoint data and compute every element the
+// same way whatever the split, so the result does not depend on the number
+// of workers.
+func (b *Backend) parallel(n int, f func(lo, hi int)) { b.parallelAligned(n, 1, f) }
+
+// parallelAligned is parallel with every part but the last a multiple of
+// align long.
+func (b *Backend) parallelAligned(n, align int, f func(lo, hi int)) {
+	w := min(b.workers, (n+align-1)/align)
+	if w <= 1 {
+		f(0, n)
+		return
+	}
+	per := ((n+w-1)/w + align - 1) / align * align
+	var wg sync.WaitGroup
+	for lo := per; lo < n; lo += per {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(lo, min(lo+per, n))
+	}
+	f(0, min(per, n))
+	wg.Wait()
 }
 
 // selfAttention writes b.o[S,A]: per head, one softmax over the visible
-// video keys followed by the action keys (spec §5), q/k/v in b.qkv.
+// video keys followed by the action keys (spec §5), q/k/v in b.qkv. The
+// workers take whole heads.
 func (b *Backend) selfAttention(videoK, videoV []float32) {
 	cfg := b.cfg
 	S, A, Dh := cfg.ActionSteps, cfg.attn(), cfg.HeadDim
 	V1 := b.visible
 	ld := V1 + S
-	sc := b.scores[:S*ld]
 	scale := float32(1 / math.Sqrt(float64(Dh)))
-	for h := 0; h < cfg.NumHeads; h++ {
-		c := h * Dh
-		q := b.qkv[c:]
-		k := b.qkv[A+c:]
-		v := b.qkv[2*A+c:]
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
-		softmaxRows(sc, S, ld)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, b.o[c:], A)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, b.o[c:], A)
-	}
+	b.parallel(cfg.NumHeads, func(lo, hi int) {
+		for h := lo; h < hi; h++ {
+			c, sc := h*Dh, b.scores[h*S*ld:(h+1)*S*ld]
+			q, k, v, o := b.qkv[c:], b.qkv[A+c:], b.qkv[2*A+c:], b.o[c:]
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
+			softmaxRows(sc, S, ld)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, o, A)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, o, A)
+		}
+	})
 }
 
 // crossAttention writes b.o[S,A] from the queries in b.qc and the chunk's
-// cross-attention keys and values of one layer.
+// cross-attention keys and values of one layer; the workers take whole
+// heads.
 func (b *Backend) crossAttention(k, v []float32) {
 	cfg := b.cfg
 	S, A, Dh, L := cfg.ActionSteps, cfg.attn(), cfg.HeadDim, b.ctxTokens
-	sc := b.scores[:S*L]
 	scale := float32(1 / math.Sqrt(float64(Dh)))
-	for h := 0; h < cfg.NumHeads; h++ {
-		c := h * Dh
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
-		softmaxRows(sc, S, L)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
-	}
+	b.parallel(cfg.NumHeads, func(lo, hi int) {
+		for h := lo; h < hi; h++ {
+			c, sc := h*Dh, b.scores[h*S*L:(h+1)*S*L]
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
+			softmaxRows(sc, S, L)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
+		}
+	})
 }
 
-// rope rotates, in every row of m (row stride ld) the A-wide block at
-// column off, each head's interleaved pairs (2j, 2j+1) by position·ω_j.
-// The rotation runs in float64 with float64 tables, as the reference does.
-func (b *Backend) rope(m []float32, ld, off int) {
+// rope rotates, in the rows of m (row stride ld) that hold the tokens
+// [lo, hi), the A-wide block at column off: each head's interleaved pairs
+// (2j, 2j+1) by position·ω_j. The rotation runs in float64 with float64
+// tables, as the reference does.
+func (b *Backend) rope(m []float32, lo, hi, ld, off int) {
 	cfg := b.cfg
 	half := cfg.HeadDim / 2
-	for s := 0; s < cfg.ActionSteps; s++ {
+	for s := lo; s < hi; s++ {
 		cs, sn := b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half]
-		row := m[s*ld+off : s*ld+off+cfg.attn()]
+		r := (s - lo) * ld
+		row := m[r+off : r+off+cfg.attn()]
 		for h := 0; h < cfg.NumHeads; h++ {
 			hd := row[h*cfg.HeadDim : (h+1)*cfg.HeadDim]
 			for j := 0; j < half; j++ {
