@@ -12,8 +12,11 @@ import (
 	"slices"
 	"time"
 
+	"gonum.org/v1/gonum/blas"
+
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/internal/openblas"
 )
 
 // torchResult is the JSON line golden/bench_torch.py prints.
@@ -28,9 +31,9 @@ type torchResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stdout, stderr, "[flags]\n\nTimes one denoise step of the CPU backend at full width with random weights,\nthen the same step in PyTorch (golden/bench_torch.py) with the same thread count, and prints the ratio.")
+	fs := newFlags("bench", stdout, stderr, "[flags]\n\nTimes one denoise step of the CPU backend at full width with random weights and,\ninterleaved with the steps in the same run, the backend's BLAS (Sgemm) on each of the\nstep's own weight-product shapes with cold weights, and prints the step's GFLOP/s next\nto Sgemm's and their ratio. Then it times the same step in PyTorch\n(golden/bench_torch.py) with the same thread count, and prints that ratio too.")
 	layers := fs.Int("layers", cpu.FullConfig().NumLayers, "transformer blocks (30 is the full model; fewer for a quick run)")
-	iters := fs.Int("iters", 5, "timed steps after one warm-up step")
+	iters := fs.Int("iters", 5, "timed rounds (one step and the step's Sgemm calls each) after one warm-up round")
 	threads := fs.Int("threads", 2, "BLAS threads for both Go (OpenBLAS) and PyTorch")
 	blasName := fs.String("blas", "auto", "Go BLAS: auto, openblas or gonum")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch, for the baseline")
@@ -46,11 +49,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.NumLayers = *layers
 	fmt.Fprintf(stdout, "CPU backend, %d layers, hidden %d, %dx%d heads, ffn %d, Sv %d, L %d, %d threads\n",
 		cfg.NumLayers, cfg.HiddenDim, cfg.NumHeads, cfg.HeadDim, cfg.FFNDim, cfg.VideoTokens, cfg.ContextTokens, *threads)
-	goMs, prepMs, desc, err := benchGo(ctx, cfg, *iters, cpu.Options{BLAS: *blasName, Threads: *threads})
+	res, err := benchGo(ctx, cfg, *iters, cpu.Options{BLAS: *blasName, Threads: *threads})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "go     step median %9.1f ms  bind chunk %8.1f ms  %.1f GFLOP/s  [%s]\n", goMs, prepMs, gflop(cfg)/(goMs/1e3), desc)
+	goMs := median(res.stepMs)
+	printGoBench(stdout, cfg, res)
 	if *noTorch {
 		return nil
 	}
@@ -60,42 +64,187 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("PyTorch baseline (use -no-torch to skip): %w", err)
 	}
 	fmt.Fprintf(stdout, "torch  step median %9.1f ms  bind chunk %8.1f ms  %.1f GFLOP/s  [torch %s, %v]\n",
-		tr.MedianMs, tr.PrepareMs, gflop(cfg)/(tr.MedianMs/1e3), tr.TorchVersion, tr.BLAS)
+		tr.MedianMs, tr.PrepareMs, cfg.StepFlops()/1e9/(tr.MedianMs/1e3), tr.TorchVersion, tr.BLAS)
 	fmt.Fprintf(stdout, "ratio  go/torch per step: %.2f\n", goMs/tr.MedianMs)
 	return nil
 }
 
-// benchGo returns the median step and the chunk-binding time in ms.
-func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (float64, float64, string, error) {
+// goBench is what benchGo measured: per-step and per-call times of the
+// rounds after the warm-up one.
+type goBench struct {
+	stepMs   []float64 // one per round
+	prepMs   float64   // BindChunk
+	desc     string    // the BLAS
+	refDesc  string    // how the reference Sgemm ran
+	products []productTimes
+	arenaMiB int
+}
+
+// productTimes are the seconds of every timed Sgemm call of one shape.
+type productTimes struct {
+	cpu.Product
+	secs []float64
+}
+
+// gflops returns p's rate in GFLOP/s for one call of s seconds.
+func (p productTimes) gflops(s float64) float64 { return p.Flops() / s / 1e9 }
+
+// coldArenaFloats sizes the weight arena the Sgemm timings read from: four
+// times a 32 MiB last-level cache, so every call's weights come from memory
+// as the step's do (a step reads every weight once).
+const coldArenaFloats = 32 << 20
+
+// openBLASIdle is how long benchGo lets OpenBLAS's threads go idle after
+// threaded calls before it times a step: they spin on a core for about
+// 2^28 cycles (0.1 s here) after each call, and a step run meanwhile
+// would share a core with them.
+const openBLASIdle = 250 * time.Millisecond
+
+// benchGo times, in each of iters+1 rounds (the first is the warm-up), one
+// step and then every one of the step's weight-product shapes as many times
+// as a step computes it. The reference is the BLAS as a caller would use it
+// on its own: OpenBLAS with opts.Threads of its own threads (set for these
+// calls only; the backend keeps it at one thread per call and splits the
+// work itself), or gonum, which divides a product among goroutines.
+// Interleaving puts the step and Sgemm under the same load, which on a
+// shared machine matters more than anything else.
+func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (goBench, error) {
 	w, err := cpu.RandomWeights(cfg, 1)
 	if err != nil {
-		return 0, 0, "", err
+		return goBench{}, err
 	}
 	b, err := cpu.New(w, opts)
 	if err != nil {
-		return 0, 0, "", err
+		return goBench{}, err
 	}
 	defer b.Close()
 	d := b.Dims()
 	c := d.RandomChunk(2)
 	t0 := time.Now()
 	if err := b.BindChunk(ctx, c); err != nil {
-		return 0, 0, "", err
+		return goBench{}, err
 	}
-	prep := time.Since(t0)
+	res := goBench{prepMs: float64(time.Since(t0)) / 1e6, desc: b.BLAS()}
+	gemm := b.Gemm()
+	lib, isOpenBLAS := gemm.(*openblas.Lib)
+	res.refDesc = "gonum Sgemm, its own goroutines"
+	if isOpenBLAS {
+		res.refDesc = fmt.Sprintf("OpenBLAS Sgemm, %d OpenBLAS threads", b.Workers())
+	}
 	x := expert.Noise(5, d.LatentLen())
 	pred := make([]float32, len(x))
-	var times []float64
-	for i := 0; i <= iters; i++ {
+
+	// The arena holds every shape's weights at a rotating offset; inputs
+	// and outputs are small and stay in cache, as the step's activations do.
+	shapes := cfg.StepProducts()
+	arena := make([]float32, max(coldArenaFloats, 2*maxWeight(shapes)))
+	for i := range arena {
+		arena[i] = float32(i%997)/997 - 0.5
+	}
+	res.arenaMiB = len(arena) * 4 >> 20
+	var in, out []float32
+	for _, p := range shapes {
+		res.products = append(res.products, productTimes{Product: p})
+		in = growTo(in, p.M*p.K)
+		out = growTo(out, p.M*p.N)
+	}
+	for i := range in {
+		in[i] = float32(i%89)/89 - 0.5
+	}
+	off := 0
+	for round := 0; round <= iters; round++ {
+		if isOpenBLAS && round > 0 {
+			// Let OpenBLAS's threads go idle, then warm the cores (and
+			// the goroutines' threads) up again with an untimed step, as
+			// the steps of a chunk follow one another.
+			select {
+			case <-ctx.Done():
+				return goBench{}, fmt.Errorf("bench: %w", ctx.Err())
+			case <-time.After(openBLASIdle):
+			}
+			if err := b.Step(ctx, x, 1000, pred); err != nil {
+				return goBench{}, err
+			}
+		}
 		t := time.Now()
 		if err := b.Step(ctx, x, 1000, pred); err != nil {
-			return 0, 0, "", err
+			return goBench{}, err
 		}
-		if i > 0 { // the first step is the warm-up
-			times = append(times, float64(time.Since(t))/1e6)
+		if round > 0 {
+			res.stepMs = append(res.stepMs, float64(time.Since(t))/1e6)
+		}
+		if isOpenBLAS {
+			lib.SetThreads(b.Workers())
+		}
+		for i := range res.products {
+			p := &res.products[i]
+			for range p.PerStep {
+				if err := ctx.Err(); err != nil {
+					return goBench{}, fmt.Errorf("bench: %w", err)
+				}
+				if off+p.N*p.K > len(arena) {
+					off = 0
+				}
+				t := time.Now()
+				gemm.Sgemm(blas.NoTrans, blas.Trans, p.M, p.N, p.K, 1, in, p.K, arena[off:], p.K, 0, out, p.N)
+				if round > 0 {
+					p.secs = append(p.secs, time.Since(t).Seconds())
+				}
+				off += p.N * p.K
+			}
+		}
+		if isOpenBLAS {
+			lib.SetThreads(1)
 		}
 	}
-	return median(times), float64(prep) / 1e6, b.BLAS(), nil
+	return res, nil
+}
+
+func maxWeight(ps []cpu.Product) int {
+	n := 0
+	for _, p := range ps {
+		n = max(n, p.N*p.K)
+	}
+	return n
+}
+
+func growTo(s []float32, n int) []float32 {
+	if len(s) < n {
+		return make([]float32, n)
+	}
+	return s
+}
+
+// printGoBench prints the step's rate, Sgemm's rate on each of the step's
+// shapes, which shape dominates the step's work, and the ratios.
+func printGoBench(w io.Writer, cfg cpu.Config, r goBench) {
+	flops := cfg.StepFlops()
+	stepMed, stepBest := median(r.stepMs), slices.Min(r.stepMs)
+	fmt.Fprintf(w, "go     step median %9.1f ms  bind chunk %8.1f ms  %.1f GFLOP/s (best step %.1f ms, %.1f GFLOP/s)  [%s]\n",
+		stepMed, r.prepMs, flops/1e9/(stepMed/1e3), stepBest, flops/1e9/(stepBest/1e3), r.desc)
+	fmt.Fprintf(w, "sgemm  the step's weight products, %s, timed between the steps (weights cold, from a %d MiB arena):\n", r.refDesc, r.arenaMiB)
+	fmt.Fprintf(w, "  %-24s %-16s %10s %11s %7s %15s %13s\n", "shape [MxK]x[KxN]", "layers", "calls/step", "GFLOP/step", "share", "median GFLOP/s", "best GFLOP/s")
+	dom := 0
+	var ideal float64 // seconds if every product ran at its median Sgemm rate
+	for i, p := range r.products {
+		share := float64(p.PerStep) * p.Flops()
+		if share > float64(r.products[dom].PerStep)*r.products[dom].Flops() {
+			dom = i
+		}
+		med := p.gflops(median(p.secs))
+		ideal += share / 1e9 / med
+		fmt.Fprintf(w, "  %-24s %-16s %10d %11.3f %6.1f%% %15.1f %13.1f\n", fmt.Sprintf("[%dx%d]x[%dx%d]", p.M, p.K, p.K, p.N), p.Name,
+			p.PerStep, share/1e9, 100*share/flops, med, p.gflops(slices.Min(p.secs)))
+	}
+	att := cfg.AttentionFlops()
+	fmt.Fprintf(w, "  %-24s %-16s %10s %11.3f %6.1f%%\n", "per-head attention", "(not timed)", "", att/1e9, 100*att/flops)
+	p := r.products[dom]
+	stepRate, stepBestRate := flops/1e9/(stepMed/1e3), flops/1e9/(stepBest/1e3)
+	fmt.Fprintf(w, "ratio  step/sgemm on the dominant shape [%dx%d]x[%dx%d] (%s, %.1f%% of the step): median %.3f, best %.3f\n",
+		p.M, p.K, p.K, p.N, p.Name, 100*float64(p.PerStep)*p.Flops()/flops, stepRate/p.gflops(median(p.secs)), stepBestRate/p.gflops(slices.Min(p.secs)))
+	weighted := (flops - att) / 1e9 / ideal
+	fmt.Fprintf(w, "ratio  step/sgemm on all its weight products at their median rates (%.1f GFLOP/s FLOP-weighted, attention excluded): %.3f\n",
+		weighted, stepRate/weighted)
 }
 
 func benchTorch(ctx context.Context, python, script string, layers, iters, threads int) (torchResult, error) {
@@ -115,15 +264,6 @@ func benchTorch(ctx context.Context, python, script string, layers, iters, threa
 		return torchResult{}, fmt.Errorf("reading %s output %q: %w", script, out.String(), err)
 	}
 	return tr, nil
-}
-
-// gflop is the matrix-product work of one step with per-chunk caching, in
-// GFLOP (spec §9: 55.4 for the full model).
-func gflop(c cpu.Config) float64 {
-	S, D, A, F, Sv, L := float64(c.ActionSteps), float64(c.HiddenDim), float64(c.NumHeads*c.HeadDim),
-		float64(c.FFNDim), float64(c.VideoTokens), float64(c.ContextTokens)
-	perLayer := 2*S*D*A*3 + 2*2*S*(Sv+S)*A + 2*S*A*D + 2*S*D*A + 2*2*S*L*A + 2*S*A*D + 2*2*S*D*F
-	return perLayer * float64(c.NumLayers) / 1e9
 }
 
 func median(v []float64) float64 {
