@@ -267,9 +267,15 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 	return nil
 }
 
+// linearBlock is the width of the column blocks linear splits a product
+// into. The blocks are fixed by the shape alone, so the result does not
+// depend on how many workers share them (a BLAS may round a product of
+// other widths differently).
+const linearBlock = 512
+
 // linear computes out[m,n] = in[m,k]·wᵀ + bias for a PyTorch weight w[n,k].
-// The workers take contiguous ranges of the n output columns (rows of w),
-// each with its own Sgemm call.
+// Wide products are computed in blocks of linearBlock output columns (rows
+// of w), one Sgemm call each, which the workers share.
 func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) {
 	part := func(lo, hi int) {
 		for r := 0; r < m; r++ {
@@ -277,40 +283,37 @@ func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) 
 		}
 		b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, hi-lo, k, 1, in, k, w[lo*k:], k, 1, out[lo:], n)
 	}
-	// Small products are not worth a goroutine; ranges start at
-	// multiples of 64 columns so each part keeps whole kernel blocks.
-	if float64(m)*float64(n)*float64(k) < 1<<20 {
+	if n <= linearBlock || float64(m)*float64(n)*float64(k) < 1<<20 { // not worth splitting
 		part(0, n)
 		return
 	}
-	b.parallelAligned(n, 64, part)
+	b.parallel((n+linearBlock-1)/linearBlock, func(lo, hi int) {
+		for blk := lo; blk < hi; blk++ {
+			part(blk*linearBlock, min((blk+1)*linearBlock, n))
+		}
+	})
 }
 
 // parallel calls f on contiguous parts [lo, hi) of [0, n), at most one per
 // worker, and returns when all are done; the calling goroutine takes the
-// first part. The parts write disjoint data and compute every element the
-// same way whatever the split, so the result does not depend on the number
-// of workers.
-func (b *Backend) parallel(n int, f func(lo, hi int)) { b.parallelAligned(n, 1, f) }
-
-// parallelAligned is parallel with every part but the last a multiple of
-// align long.
-func (b *Backend) parallelAligned(n, align int, f func(lo, hi int)) {
-	w := min(b.workers, (n+align-1)/align)
+// first part. Every caller's parts write disjoint data and compute each
+// element the same way whatever the split, so results do not depend on the
+// number of workers.
+func (b *Backend) parallel(n int, f func(lo, hi int)) {
+	w := min(b.workers, n)
 	if w <= 1 {
 		f(0, n)
 		return
 	}
-	per := ((n+w-1)/w + align - 1) / align * align
 	var wg sync.WaitGroup
-	for lo := per; lo < n; lo += per {
+	for i := 1; i < w; i++ {
 		wg.Add(1)
 		go func(lo, hi int) {
 			defer wg.Done()
 			f(lo, hi)
-		}(lo, min(lo+per, n))
+		}(i*n/w, (i+1)*n/w)
 	}
-	f(0, min(per, n))
+	f(0, n/w)
 	wg.Wait()
 }
 
