@@ -8,8 +8,8 @@ func layerNormModulate(out, x []float32, d int, scale, shift []float32, eps floa
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
-		for i, v := range row {
-			n := float32((float64(v) - mu) * inv)
+		normalise(o, row, mu, inv)
+		for i, n := range o {
 			o[i] = n*(1+scale[i]) + shift[i]
 		}
 	}
@@ -20,25 +20,57 @@ func layerNormAffine(out, x []float32, d int, w, bias []float32, eps float64) {
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
-		for i, v := range row {
-			o[i] = float32((float64(v)-mu)*inv)*w[i] + bias[i]
+		normalise(o, row, mu, inv)
+		for i, n := range o {
+			o[i] = n*w[i] + bias[i]
 		}
 	}
 }
 
-// meanInvStd returns the mean and 1/sqrt(biased variance + eps) of row.
+// normalise writes float32((x − mu)·inv) for every x of row into o. Four
+// elements at a time, so the float32-to-float64 conversions (each waits
+// for the previous write of its register) form four chains, not one.
+func normalise(o, row []float32, mu, inv float64) {
+	o = o[:len(row)]
+	i := 0
+	for ; i+4 <= len(row); i += 4 {
+		v0, v1, v2, v3 := float64(row[i]), float64(row[i+1]), float64(row[i+2]), float64(row[i+3])
+		o[i], o[i+1], o[i+2], o[i+3] = float32((v0-mu)*inv), float32((v1-mu)*inv), float32((v2-mu)*inv), float32((v3-mu)*inv)
+	}
+	for ; i < len(row); i++ {
+		o[i] = float32((float64(row[i]) - mu) * inv)
+	}
+}
+
+// meanInvStd returns the mean and 1/sqrt(biased variance + eps) of row,
+// both sums in float64 with four partial sums.
 func meanInvStd(row []float32, eps float64) (mu, inv float64) {
-	var s float64
-	for _, v := range row {
-		s += float64(v)
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(row); i += 4 {
+		s0 += float64(row[i])
+		s1 += float64(row[i+1])
+		s2 += float64(row[i+2])
+		s3 += float64(row[i+3])
 	}
-	mu = s / float64(len(row))
-	var q float64
-	for _, v := range row {
-		d := float64(v) - mu
-		q += d * d
+	for ; i < len(row); i++ {
+		s0 += float64(row[i])
 	}
-	return mu, 1 / math.Sqrt(q/float64(len(row))+eps)
+	mu = (s0 + s1 + s2 + s3) / float64(len(row))
+	var q0, q1, q2, q3 float64
+	i = 0
+	for ; i+4 <= len(row); i += 4 {
+		d0, d1, d2, d3 := float64(row[i])-mu, float64(row[i+1])-mu, float64(row[i+2])-mu, float64(row[i+3])-mu
+		q0 += d0 * d0
+		q1 += d1 * d1
+		q2 += d2 * d2
+		q3 += d3 * d3
+	}
+	for ; i < len(row); i++ {
+		d := float64(row[i]) - mu
+		q0 += d * d
+	}
+	return mu, 1 / math.Sqrt((q0+q1+q2+q3)/float64(len(row))+eps)
 }
 
 // rmsNormRows normalises each row of width d by its root mean square and
