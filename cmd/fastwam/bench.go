@@ -100,6 +100,12 @@ const coldArenaFloats = 32 << 20
 // would share a core with them.
 const openBLASIdle = 250 * time.Millisecond
 
+// warmUp is how long benchGo runs untimed steps before each timed one: a
+// step right after the pause runs up to a third slower (cores clocked
+// down, goroutine threads asleep), which a chunk's back-to-back steps do
+// not see.
+const warmUp = 100 * time.Millisecond
+
 // benchGo times, in each of iters+1 rounds (the first is the warm-up), one
 // step and then every one of the step's weight-product shapes as many times
 // as a step computes it. The reference is the BLAS as a caller would use it
@@ -155,15 +161,17 @@ func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (
 	for round := 0; round <= iters; round++ {
 		if isOpenBLAS && round > 0 {
 			// Let OpenBLAS's threads go idle, then warm the cores (and
-			// the goroutines' threads) up again with an untimed step, as
+			// the goroutines' threads) up again with untimed steps, as
 			// the steps of a chunk follow one another.
 			select {
 			case <-ctx.Done():
 				return goBench{}, fmt.Errorf("bench: %w", ctx.Err())
 			case <-time.After(openBLASIdle):
 			}
-			if err := b.Step(ctx, x, 1000, pred); err != nil {
-				return goBench{}, err
+			for t := time.Now(); time.Since(t) < warmUp; {
+				if err := b.Step(ctx, x, 1000, pred); err != nil {
+					return goBench{}, err
+				}
 			}
 		}
 		t := time.Now()
@@ -215,22 +223,48 @@ func growTo(s []float32, n int) []float32 {
 	return s
 }
 
+// dominant returns the index of the product shape that does the most of
+// the step's work.
+func dominant(ps []productTimes) int {
+	d := 0
+	for i, p := range ps {
+		if float64(p.PerStep)*p.Flops() > float64(ps[d].PerStep)*ps[d].Flops() {
+			d = i
+		}
+	}
+	return d
+}
+
+// roundRatios returns, for every timed round, the step's GFLOP/s, Sgemm's
+// GFLOP/s on shape p over that round's calls (the ones right after the
+// step), and their ratio.
+func roundRatios(flops float64, stepMs []float64, p productTimes) (step, sgemm, ratio []float64) {
+	for i, ms := range stepMs {
+		calls := p.secs[i*p.PerStep : (i+1)*p.PerStep]
+		var sec float64
+		for _, c := range calls {
+			sec += c
+		}
+		st, sg := flops/1e9/(ms/1e3), float64(len(calls))*p.Flops()/1e9/sec
+		step, sgemm, ratio = append(step, st), append(sgemm, sg), append(ratio, st/sg)
+	}
+	return step, sgemm, ratio
+}
+
 // printGoBench prints the step's rate, Sgemm's rate on each of the step's
-// shapes, which shape dominates the step's work, and the ratios.
+// shapes, which shape dominates the step's work, and the ratios, round by
+// round and their median.
 func printGoBench(w io.Writer, cfg cpu.Config, r goBench) {
 	flops := cfg.StepFlops()
 	stepMed, stepBest := median(r.stepMs), slices.Min(r.stepMs)
 	fmt.Fprintf(w, "go     step median %9.1f ms  bind chunk %8.1f ms  %.1f GFLOP/s (best step %.1f ms, %.1f GFLOP/s)  [%s]\n",
 		stepMed, r.prepMs, flops/1e9/(stepMed/1e3), stepBest, flops/1e9/(stepBest/1e3), r.desc)
+	fmt.Fprintf(w, "       (each timed step follows %v of untimed ones, started %v after OpenBLAS's own threads last ran)\n", warmUp, openBLASIdle)
 	fmt.Fprintf(w, "sgemm  the step's weight products, %s, timed between the steps (weights cold, from a %d MiB arena):\n", r.refDesc, r.arenaMiB)
 	fmt.Fprintf(w, "  %-24s %-16s %10s %11s %7s %15s %13s\n", "shape [MxK]x[KxN]", "layers", "calls/step", "GFLOP/step", "share", "median GFLOP/s", "best GFLOP/s")
-	dom := 0
 	var ideal float64 // seconds if every product ran at its median Sgemm rate
-	for i, p := range r.products {
+	for _, p := range r.products {
 		share := float64(p.PerStep) * p.Flops()
-		if share > float64(r.products[dom].PerStep)*r.products[dom].Flops() {
-			dom = i
-		}
 		med := p.gflops(median(p.secs))
 		ideal += share / 1e9 / med
 		fmt.Fprintf(w, "  %-24s %-16s %10d %11.3f %6.1f%% %15.1f %13.1f\n", fmt.Sprintf("[%dx%d]x[%dx%d]", p.M, p.K, p.K, p.N), p.Name,
@@ -238,13 +272,18 @@ func printGoBench(w io.Writer, cfg cpu.Config, r goBench) {
 	}
 	att := cfg.AttentionFlops()
 	fmt.Fprintf(w, "  %-24s %-16s %10s %11.3f %6.1f%%\n", "per-head attention", "(not timed)", "", att/1e9, 100*att/flops)
-	p := r.products[dom]
-	stepRate, stepBestRate := flops/1e9/(stepMed/1e3), flops/1e9/(stepBest/1e3)
-	fmt.Fprintf(w, "ratio  step/sgemm on the dominant shape [%dx%d]x[%dx%d] (%s, %.1f%% of the step): median %.3f, best %.3f\n",
-		p.M, p.K, p.K, p.N, p.Name, 100*float64(p.PerStep)*p.Flops()/flops, stepRate/p.gflops(median(p.secs)), stepBestRate/p.gflops(slices.Min(p.secs)))
+	p := r.products[dominant(r.products)]
+	step, sgemm, ratio := roundRatios(flops, r.stepMs, p)
+	fmt.Fprintf(w, "rounds step GFLOP/s / sgemm GFLOP/s on [%dx%d]x[%dx%d] right after it:", p.M, p.K, p.K, p.N)
+	for i := range ratio {
+		fmt.Fprintf(w, "  %.1f/%.1f=%.3f", step[i], sgemm[i], ratio[i])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "ratio  step/sgemm on the dominant shape [%dx%d]x[%dx%d] (%s, %.1f%% of the step): %.3f (median of %d rounds; min %.3f, max %.3f)\n",
+		p.M, p.K, p.K, p.N, p.Name, 100*float64(p.PerStep)*p.Flops()/flops, median(ratio), len(ratio), slices.Min(ratio), slices.Max(ratio))
 	weighted := (flops - att) / 1e9 / ideal
 	fmt.Fprintf(w, "ratio  step/sgemm on all its weight products at their median rates (%.1f GFLOP/s FLOP-weighted, attention excluded): %.3f\n",
-		weighted, stepRate/weighted)
+		weighted, flops/1e9/(stepMed/1e3)/weighted)
 }
 
 func benchTorch(ctx context.Context, python, script string, layers, iters, threads int) (torchResult, error) {
