@@ -84,11 +84,20 @@ func rmsNormRows(m []float32, d int, g []float32, eps float64) {
 func rmsNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64) {
 	for r := 0; r < rows; r++ {
 		row := m[r*ld+off : r*ld+off+d]
-		var q float64
-		for _, v := range row {
-			q += float64(v) * float64(v)
+		var q0, q1, q2, q3 float64 // four partial sums, four conversion chains
+		i := 0
+		for ; i+4 <= len(row); i += 4 {
+			v0, v1, v2, v3 := float64(row[i]), float64(row[i+1]), float64(row[i+2]), float64(row[i+3])
+			q0 += v0 * v0
+			q1 += v1 * v1
+			q2 += v2 * v2
+			q3 += v3 * v3
 		}
-		inv := float32(1 / math.Sqrt(q/float64(d)+eps))
+		for ; i < len(row); i++ {
+			v := float64(row[i])
+			q0 += v * v
+		}
+		inv := float32(1 / math.Sqrt((q0+q1+q2+q3)/float64(d)+eps))
 		for i, v := range row {
 			row[i] = v * inv * g[i]
 		}
