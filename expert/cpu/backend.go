@@ -28,13 +28,14 @@ type Options struct {
 	// OpenBLASPath overrides the OpenBLAS library to load.
 	OpenBLASPath string
 	// Threads is the number of goroutines a step (and BindChunk) runs on;
-	// zero means runtime.GOMAXPROCS. The backend splits every weight
-	// product by output columns, the attention by heads and the
-	// element-wise work by rows among them, and each part calls a
-	// single-threaded BLAS: New sets OpenBLAS to one thread, process-wide.
-	// (OpenBLAS's own threads spin for a while after each call, so they
-	// would share the cores with the goroutines, and each of the
-	// attention's many small products would pay their start-up.)
+	// zero means runtime.GOMAXPROCS. They share the column blocks of every
+	// weight product (linearBlock wide), the attention heads and the rows
+	// of the element-wise work, and each part calls a single-threaded BLAS:
+	// New sets OpenBLAS to one thread, process-wide. (OpenBLAS's own
+	// threads spin on a core for about 0.1 s after each call, so they would
+	// take the cores from the goroutines, and each of the attention's many
+	// small products would pay their start-up.) Results do not depend on
+	// Threads.
 	Threads int
 }
 
@@ -49,7 +50,7 @@ type Backend struct {
 	dims     expert.Dims
 	gemm     Gemm
 	blasName string
-	workers  int // goroutines for the element-wise work, at least 1
+	workers  int // goroutines a step runs on, at least 1
 
 	ropeCos, ropeSin []float64             // [S, Dh/2]
 	modCache         map[float32][]float32 // timestep -> [layers, 6, D]
