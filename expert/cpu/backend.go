@@ -161,8 +161,7 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 	}
 	lc := len(rows) / T
 	e1 := make([]float32, lc*D)
-	b.linear(e1, rows, lc, T, b.w.text0, b.w.text0B, D)
-	geluInPlace(e1)
+	b.linearThen(e1, rows, lc, T, b.w.text0, b.w.text0B, D, geluInPlace)
 	emb := make([]float32, lc*D)
 	b.linear(emb, e1, lc, D, b.w.text2, b.w.text2B, D)
 
@@ -259,8 +258,7 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 			}
 			layerNormModulate(h[lo*D:hi*D], xr, D, scale2, shift2, eps)
 		})
-		b.linear(b.ff, h, S, D, L.ffn0, L.ffn0B, F)
-		rows(func(lo, hi int) { geluInPlace(b.ff[lo*F : hi*F]) })
+		b.linearThen(b.ff, h, S, D, L.ffn0, L.ffn0B, F, geluInPlace)
 		b.linear(b.tmp, b.ff, S, F, L.ffn2, L.ffn2B, D)
 		addGated(x, b.tmp, gate2, D)
 	}
@@ -278,11 +276,24 @@ const linearBlock = 512
 // Wide products are computed in blocks of linearBlock output columns (rows
 // of w), one Sgemm call each, which the workers share.
 func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) {
+	b.linearThen(out, in, m, k, w, bias, n, nil)
+}
+
+// linearThen is linear followed by act applied in place to every output
+// row's segment of each column block, by the worker that computed the
+// block, while the block is in its cache (nil: no activation). act must
+// treat every element alone, so the result does not depend on the blocks.
+func (b *Backend) linearThen(out, in []float32, m, k int, w, bias []float32, n int, act func([]float32)) {
 	part := func(lo, hi int) {
 		for r := 0; r < m; r++ {
 			copy(out[r*n+lo:r*n+hi], bias[lo:hi])
 		}
 		b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, hi-lo, k, 1, in, k, w[lo*k:], k, 1, out[lo:], n)
+		if act != nil {
+			for r := 0; r < m; r++ {
+				act(out[r*n+lo : r*n+hi])
+			}
+		}
 	}
 	if n <= linearBlock || float64(m)*float64(n)*float64(k) < 1<<20 { // not worth splitting
 		part(0, n)

@@ -284,7 +284,7 @@ func TestStepProductsAreTheStep(t *testing.T) {
 
 // TestLinearBlocks checks the blocked product against a float64 product
 // written out, on a width of two whole blocks and a remainder, with every
-// worker count.
+// worker count, and linearThen's activation on every element.
 func TestLinearBlocks(t *testing.T) {
 	const m, k, n = 32, 40, 2*linearBlock + 77
 	r := rand.New(rand.NewPCG(11, 12))
@@ -305,6 +305,13 @@ func TestLinearBlocks(t *testing.T) {
 			b := &Backend{gemm: gemm, workers: workers}
 			out := fill(m * n) // overwritten, not accumulated
 			b.linear(out, in, m, k, w, bias, n)
+			// linearThen's activation must reach every element once.
+			act := fill(m * n)
+			b.linearThen(act, in, m, k, w, bias, n, func(s []float32) {
+				for i := range s {
+					s[i] = 3*s[i] + 1
+				}
+			})
 			for i := range m {
 				for j := range n {
 					want := float64(bias[j])
@@ -313,6 +320,9 @@ func TestLinearBlocks(t *testing.T) {
 					}
 					if d := math.Abs(float64(out[i*n+j]) - want); d > 1e-5*(1+math.Abs(want)) {
 						t.Fatalf("%s, %d workers: out[%d,%d] = %v, want %v", bl, workers, i, j, out[i*n+j], want)
+					}
+					if want := 3*out[i*n+j] + 1; act[i*n+j] != want {
+						t.Fatalf("%s, %d workers: activated out[%d,%d] = %v, want 3·%v + 1", bl, workers, i, j, act[i*n+j], out[i*n+j])
 					}
 				}
 			}
