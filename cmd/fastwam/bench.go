@@ -45,6 +45,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *layers < 1 || *iters < 1 || *threads < 1 {
 		return usageError("-layers, -iters and -threads must be positive")
 	}
+	// Bounds before anything is allocated: the weights alone take 136 MB a
+	// layer, and OpenBLAS has at most 64 threads.
+	if full := cpu.FullConfig().NumLayers; *layers > full {
+		return usageError("-layers is %d; the model has %d", *layers, full)
+	}
+	if *iters > maxBenchIters {
+		return usageError("-iters is %d; at most %d", *iters, maxBenchIters)
+	}
+	if *threads > maxBenchThreads {
+		return usageError("-threads is %d; at most %d", *threads, maxBenchThreads)
+	}
 	cfg := cpu.FullConfig()
 	cfg.NumLayers = *layers
 	fmt.Fprintf(stdout, "CPU backend, %d layers, hidden %d, %dx%d heads, ffn %d, Sv %d, L %d, %d threads\n",
@@ -93,6 +104,12 @@ func (p productTimes) gflops(s float64) float64 { return p.Flops() / s / 1e9 }
 // times a 32 MiB last-level cache, so every call's weights come from memory
 // as the step's do (a step reads every weight once).
 const coldArenaFloats = 32 << 20
+
+// Limits of the bench flags.
+const (
+	maxBenchIters   = 1000
+	maxBenchThreads = 64 // OpenBLAS's MAX_THREADS in Debian's build
+)
 
 // openBLASIdle is how long benchGo lets OpenBLAS's threads go idle after
 // threaded calls before it times a step: they spin on a core for about

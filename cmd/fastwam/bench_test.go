@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -53,6 +54,32 @@ func TestBenchReport(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestBenchFlagBounds: flags that would size an allocation or a thread
+// pool beyond reason are refused, with exit code 2, before any weights
+// are made.
+func TestBenchFlagBounds(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-layers", "0"}, "-layers, -iters and -threads must be positive"},
+		{[]string{"-iters", "-1"}, "-layers, -iters and -threads must be positive"},
+		{[]string{"-layers", "31"}, "-layers is 31; the model has 30"},
+		{[]string{"-layers", "100000"}, "-layers is 100000; the model has 30"},
+		{[]string{"-iters", "1001"}, "-iters is 1001; at most 1000"},
+		{[]string{"-threads", "65"}, "-threads is 65; at most 64"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"bench", "-no-torch"}, tc.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("bench %v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("bench %v printed %q before refusing", tc.args, stdout.String())
 		}
 	}
 }
