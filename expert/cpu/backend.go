@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -306,26 +307,39 @@ func (b *Backend) linearThen(out, in []float32, m, k int, w, bias []float32, n i
 	})
 }
 
-// parallel calls f on contiguous parts [lo, hi) of [0, n), at most one per
-// worker, and returns when all are done; the calling goroutine takes the
-// first part. Every caller's parts write disjoint data and compute each
-// element the same way whatever the split, so results do not depend on the
-// number of workers.
+// parallel calls f on contiguous parts [lo, hi) of [0, n) that cover it
+// once, from up to b.workers goroutines (the calling one among them), and
+// returns when all are done. The parts are handed out on demand, about
+// four per worker, so a worker that loses its core to another process
+// does not hold the others up. Every caller's parts write disjoint data
+// and compute each element the same way whatever the split, so results do
+// not depend on the number of workers.
 func (b *Backend) parallel(n int, f func(lo, hi int)) {
 	w := min(b.workers, n)
 	if w <= 1 {
 		f(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < w; i++ {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			f(lo, hi)
-		}(i*n/w, (i+1)*n/w)
+	chunk := max(1, n/(4*w))
+	var next atomic.Int64
+	work := func() {
+		for {
+			lo := int(next.Add(int64(chunk))) - chunk
+			if lo >= n {
+				return
+			}
+			f(lo, min(lo+chunk, n))
+		}
 	}
-	f(0, n/w)
+	var wg sync.WaitGroup
+	for range w - 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
 	wg.Wait()
 }
 
