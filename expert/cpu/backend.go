@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
@@ -309,11 +308,13 @@ func (b *Backend) linearThen(out, in []float32, m, k int, w, bias []float32, n i
 
 // parallel calls f on contiguous parts [lo, hi) of [0, n) that cover it
 // once, from up to b.workers goroutines (the calling one among them), and
-// returns when all are done. The parts are handed out on demand, about
-// four per worker, so a worker that loses its core to another process
-// does not hold the others up. Every caller's parts write disjoint data
-// and compute each element the same way whatever the split, so results do
-// not depend on the number of workers.
+// returns when every part is done. The parts are handed out on demand,
+// about four per worker, and the caller waits for the parts, not for the
+// goroutines: a goroutine that only gets a core after the caller has taken
+// all the parts finds none left and exits without calling f, so a worker
+// that loses its core to another process holds nobody up. Every caller's
+// parts write disjoint data and compute each element the same way whatever
+// the split, so results do not depend on the number of workers.
 func (b *Backend) parallel(n int, f func(lo, hi int)) {
 	w := min(b.workers, n)
 	if w <= 1 {
@@ -321,7 +322,9 @@ func (b *Backend) parallel(n int, f func(lo, hi int)) {
 		return
 	}
 	chunk := max(1, n/(4*w))
-	var next atomic.Int64
+	parts := int64((n + chunk - 1) / chunk)
+	var next, done atomic.Int64
+	finished := make(chan struct{})
 	work := func() {
 		for {
 			lo := int(next.Add(int64(chunk))) - chunk
@@ -329,18 +332,16 @@ func (b *Backend) parallel(n int, f func(lo, hi int)) {
 				return
 			}
 			f(lo, min(lo+chunk, n))
+			if done.Add(1) == parts {
+				close(finished)
+			}
 		}
 	}
-	var wg sync.WaitGroup
 	for range w - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
+		go work()
 	}
 	work()
-	wg.Wait()
+	<-finished
 }
 
 // selfAttention writes b.o[S,A]: per head, one softmax over the visible
