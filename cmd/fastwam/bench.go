@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -60,10 +62,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.NumLayers = *layers
 	fmt.Fprintf(stdout, "CPU backend, %d layers, hidden %d, %dx%d heads, ffn %d, Sv %d, L %d, %d threads\n",
 		cfg.NumLayers, cfg.HiddenDim, cfg.NumHeads, cfg.HeadDim, cfg.FFNDim, cfg.VideoTokens, cfg.ContextTokens, *threads)
+	fmt.Fprintf(stdout, "machine %s, %d CPUs, load average %s at the start\n", cpuModel(), runtime.NumCPU(), loadAverage())
 	res, err := benchGo(ctx, cfg, *iters, cpu.Options{BLAS: *blasName, Threads: *threads})
 	if err != nil {
 		return err
 	}
+	defer fmt.Fprintf(stdout, "load average %s at the end (other processes share the cores: compare figures of the same round)\n", loadAverage())
 	goMs := median(res.stepMs)
 	printGoBench(stdout, cfg, res)
 	if *noTorch {
@@ -301,6 +305,29 @@ func printGoBench(w io.Writer, cfg cpu.Config, r goBench) {
 	weighted := (flops - att) / 1e9 / ideal
 	fmt.Fprintf(w, "ratio  step/sgemm on all its weight products at their median rates (%.1f GFLOP/s FLOP-weighted, attention excluded): %.3f\n",
 		weighted, flops/1e9/(stepMed/1e3)/weighted)
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo, or "unknown CPU".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+// loadAverage is the 1-minute load average of /proc/loadavg, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 func benchTorch(ctx context.Context, python, script string, layers, iters, threads int) (torchResult, error) {
