@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -25,7 +27,15 @@ type Options struct {
 	BLAS string
 	// OpenBLASPath overrides the OpenBLAS library to load.
 	OpenBLASPath string
-	// Threads sets OpenBLAS's thread count when positive.
+	// Threads is the number of goroutines a step (and BindChunk) runs on;
+	// zero means runtime.GOMAXPROCS. They share the column blocks of every
+	// weight product (linearBlock wide), the attention heads and the rows
+	// of the element-wise work, and each part calls a single-threaded BLAS:
+	// New sets OpenBLAS to one thread, process-wide. (OpenBLAS's own
+	// threads spin on a core for about 0.1 s after each call, so they would
+	// take the cores from the goroutines, and each of the attention's many
+	// small products would pay their start-up.) Results do not depend on
+	// Threads.
 	Threads int
 }
 
@@ -40,6 +50,7 @@ type Backend struct {
 	dims     expert.Dims
 	gemm     Gemm
 	blasName string
+	workers  int // goroutines a step runs on, at least 1
 
 	ropeCos, ropeSin []float64             // [S, Dh/2]
 	modCache         map[float32][]float32 // timestep -> [layers, 6, D]
@@ -51,7 +62,8 @@ type Backend struct {
 	ctxTokens      int         // attended context tokens (masked ones dropped)
 	crossK, crossV [][]float32 // per layer [ctxTokens, A]
 
-	// Scratch, reused by every step.
+	// Scratch, reused by every step. scores holds every head's attention
+	// weights, [H, S, keys], so the workers' heads do not share any.
 	x, h, qkv, o, tmp, qc, ff, scores []float32
 }
 
@@ -63,8 +75,12 @@ func New(w *Weights, opts Options) (*Backend, error) {
 	}
 	c := w.cfg
 	S, D, A, F := c.ActionSteps, c.HiddenDim, c.attn(), c.FFNDim
+	workers := opts.Threads
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	b := &Backend{
-		w: w, cfg: c, dims: c.Dims(), gemm: gemm, blasName: name,
+		w: w, cfg: c, dims: c.Dims(), gemm: gemm, blasName: name, workers: workers,
 		modCache: make(map[float32][]float32),
 		x:        make([]float32, S*D),
 		h:        make([]float32, S*D),
@@ -73,7 +89,7 @@ func New(w *Weights, opts Options) (*Backend, error) {
 		tmp:      make([]float32, S*D),
 		qc:       make([]float32, S*A),
 		ff:       make([]float32, S*F),
-		scores:   make([]float32, S*(max(c.VideoTokens, c.ContextTokens)+S)),
+		scores:   make([]float32, c.NumHeads*S*(max(c.VideoTokens, c.ContextTokens)+S)),
 	}
 	b.ropeCos, b.ropeSin = ropeTables(S, c.HeadDim)
 	return b, nil
@@ -94,9 +110,7 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 	case "", "auto", "openblas":
 		l, err := openblas.Load(opts.OpenBLASPath)
 		if err == nil {
-			if opts.Threads > 0 {
-				l.SetThreads(opts.Threads)
-			}
+			l.SetThreads(1)
 			return l, l.String(), nil
 		}
 		if opts.BLAS == "openblas" {
@@ -112,8 +126,12 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 // Dims implements expert.Backend.
 func (b *Backend) Dims() expert.Dims { return b.dims }
 
-// BLAS names the linear-algebra implementation in use.
-func (b *Backend) BLAS() string { return b.blasName }
+// BLAS names the linear-algebra implementation in use and the number of
+// goroutines that call it.
+func (b *Backend) BLAS() string { return fmt.Sprintf("%s, %d workers", b.blasName, b.workers) }
+
+// Workers is the number of goroutines a step runs on (Options.Threads).
+func (b *Backend) Workers() int { return b.workers }
 
 // Weights returns the backend's parameters.
 func (b *Backend) Weights() *Weights { return b.w }
@@ -143,8 +161,7 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 	}
 	lc := len(rows) / T
 	e1 := make([]float32, lc*D)
-	b.linear(e1, rows, lc, T, b.w.text0, b.w.text0B, D)
-	geluInPlace(e1)
+	b.linearThen(e1, rows, lc, T, b.w.text0, b.w.text0B, D, geluInPlace)
 	emb := make([]float32, lc*D)
 	b.linear(emb, e1, lc, D, b.w.text2, b.w.text2B, D)
 
@@ -191,9 +208,12 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 	}
 	cfg := b.cfg
 	S, D, A, F, a := cfg.ActionSteps, cfg.HiddenDim, cfg.attn(), cfg.FFNDim, cfg.ActionDim
+	eps := cfg.Eps
 	mod := b.modulation(tau)
-	x := b.x
+	x, h := b.x, b.h
 	b.linear(x, latents, S, a, b.w.actionEnc, b.w.actionEncB, D)
+	// rows runs f over the token rows [lo, hi) on the backend's workers.
+	rows := func(f func(lo, hi int)) { b.parallel(S, f) }
 	for l := range b.w.layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("cpu: step: %w", err)
@@ -204,31 +224,41 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 		shift2, scale2, gate2 := m[3*D:4*D], m[4*D:5*D], m[5*D:6*D]
 
 		// (a) self-attention over [video keys ; action keys].
-		layerNormModulate(b.h, x, D, scale1, shift1, cfg.Eps)
-		b.linear(b.qkv, b.h, S, D, L.qkv, L.qkvB, 3*A)
-		rmsNormStrided(b.qkv, S, A, 3*A, 0, L.normQ, cfg.Eps)
-		rmsNormStrided(b.qkv, S, A, 3*A, A, L.normK, cfg.Eps)
-		b.rope(b.qkv, 3*A, 0)
-		b.rope(b.qkv, 3*A, A)
+		rows(func(lo, hi int) {
+			layerNormModulate(h[lo*D:hi*D], x[lo*D:hi*D], D, scale1, shift1, eps)
+		})
+		b.linear(b.qkv, h, S, D, L.qkv, L.qkvB, 3*A)
+		rows(func(lo, hi int) {
+			qkv := b.qkv[lo*3*A : hi*3*A]
+			rmsNormStrided(qkv, hi-lo, A, 3*A, 0, L.normQ, eps)
+			rmsNormStrided(qkv, hi-lo, A, 3*A, A, L.normK, eps)
+			b.rope(qkv, lo, hi, 3*A, 0)
+			b.rope(qkv, lo, hi, 3*A, A)
+		})
 		kvOff := l * cfg.VideoTokens * A
 		b.selfAttention(b.videoK[kvOff:], b.videoV[kvOff:])
 		b.linear(b.tmp, b.o, S, A, L.selfO, L.selfOB, D)
-		addGated(x, b.tmp, gate1, D)
 
 		// (b) cross-attention to the text context: no gate, no modulation.
-		layerNormAffine(b.h, x, D, L.norm3W, L.norm3B, cfg.Eps)
-		b.linear(b.qc, b.h, S, D, L.crossQ, L.crossQB, A)
-		rmsNormStrided(b.qc, S, A, A, 0, L.crossNormQ, cfg.Eps)
+		rows(func(lo, hi int) {
+			xr := x[lo*D : hi*D]
+			addGated(xr, b.tmp[lo*D:hi*D], gate1, D)
+			layerNormAffine(h[lo*D:hi*D], xr, D, L.norm3W, L.norm3B, eps)
+		})
+		b.linear(b.qc, h, S, D, L.crossQ, L.crossQB, A)
+		rows(func(lo, hi int) { rmsNormRows(b.qc[lo*A:hi*A], A, L.crossNormQ, eps) })
 		b.crossAttention(b.crossK[l], b.crossV[l])
 		b.linear(b.tmp, b.o, S, A, L.crossO, L.crossOB, D)
-		for i := range x {
-			x[i] += b.tmp[i]
-		}
 
 		// (c) feed-forward.
-		layerNormModulate(b.h, x, D, scale2, shift2, cfg.Eps)
-		b.linear(b.ff, b.h, S, D, L.ffn0, L.ffn0B, F)
-		geluInPlace(b.ff)
+		rows(func(lo, hi int) {
+			xr, tr := x[lo*D:hi*D], b.tmp[lo*D:hi*D]
+			for i := range xr {
+				xr[i] += tr[i]
+			}
+			layerNormModulate(h[lo*D:hi*D], xr, D, scale2, shift2, eps)
+		})
+		b.linearThen(b.ff, h, S, D, L.ffn0, L.ffn0B, F, geluInPlace)
 		b.linear(b.tmp, b.ff, S, F, L.ffn2, L.ffn2B, D)
 		addGated(x, b.tmp, gate2, D)
 	}
@@ -236,60 +266,134 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 	return nil
 }
 
+// linearBlock is the width of the column blocks linear splits a product
+// into. The blocks are fixed by the shape alone, so the result does not
+// depend on how many workers share them (a BLAS may round a product of
+// other widths differently).
+const linearBlock = 512
+
 // linear computes out[m,n] = in[m,k]·wᵀ + bias for a PyTorch weight w[n,k].
+// Wide products are computed in blocks of linearBlock output columns (rows
+// of w), one Sgemm call each, which the workers share.
 func (b *Backend) linear(out, in []float32, m, k int, w, bias []float32, n int) {
-	for r := 0; r < m; r++ {
-		copy(out[r*n:(r+1)*n], bias)
+	b.linearThen(out, in, m, k, w, bias, n, nil)
+}
+
+// linearThen is linear followed by act applied in place to every output
+// row's segment of each column block, by the worker that computed the
+// block, while the block is in its cache (nil: no activation). act must
+// treat every element alone, so the result does not depend on the blocks.
+func (b *Backend) linearThen(out, in []float32, m, k int, w, bias []float32, n int, act func([]float32)) {
+	part := func(lo, hi int) {
+		for r := 0; r < m; r++ {
+			copy(out[r*n+lo:r*n+hi], bias[lo:hi])
+		}
+		b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, hi-lo, k, 1, in, k, w[lo*k:], k, 1, out[lo:], n)
+		if act != nil {
+			for r := 0; r < m; r++ {
+				act(out[r*n+lo : r*n+hi])
+			}
+		}
 	}
-	b.gemm.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, in, k, w, k, 1, out, n)
+	if n <= linearBlock || float64(m)*float64(n)*float64(k) < 1<<20 { // not worth splitting
+		part(0, n)
+		return
+	}
+	b.parallel((n+linearBlock-1)/linearBlock, func(lo, hi int) {
+		for blk := lo; blk < hi; blk++ {
+			part(blk*linearBlock, min((blk+1)*linearBlock, n))
+		}
+	})
+}
+
+// parallel calls f on contiguous parts [lo, hi) of [0, n) that cover it
+// once, from up to b.workers goroutines (the calling one among them), and
+// returns when every part is done. The parts are handed out on demand,
+// about four per worker, and the caller waits for the parts, not for the
+// goroutines: a goroutine that only gets a core after the caller has taken
+// all the parts finds none left and exits without calling f, so a worker
+// that loses its core to another process holds nobody up. Every caller's
+// parts write disjoint data and compute each element the same way whatever
+// the split, so results do not depend on the number of workers.
+func (b *Backend) parallel(n int, f func(lo, hi int)) {
+	w := min(b.workers, n)
+	if w <= 1 {
+		f(0, n)
+		return
+	}
+	chunk := max(1, n/(4*w))
+	parts := int64((n + chunk - 1) / chunk)
+	var next, done atomic.Int64
+	finished := make(chan struct{})
+	work := func() {
+		for {
+			lo := int(next.Add(int64(chunk))) - chunk
+			if lo >= n {
+				return
+			}
+			f(lo, min(lo+chunk, n))
+			if done.Add(1) == parts {
+				close(finished)
+			}
+		}
+	}
+	for range w - 1 {
+		go work()
+	}
+	work()
+	<-finished
 }
 
 // selfAttention writes b.o[S,A]: per head, one softmax over the visible
-// video keys followed by the action keys (spec §5), q/k/v in b.qkv.
+// video keys followed by the action keys (spec §5), q/k/v in b.qkv. The
+// workers take whole heads.
 func (b *Backend) selfAttention(videoK, videoV []float32) {
 	cfg := b.cfg
 	S, A, Dh := cfg.ActionSteps, cfg.attn(), cfg.HeadDim
 	V1 := b.visible
 	ld := V1 + S
-	sc := b.scores[:S*ld]
 	scale := float32(1 / math.Sqrt(float64(Dh)))
-	for h := 0; h < cfg.NumHeads; h++ {
-		c := h * Dh
-		q := b.qkv[c:]
-		k := b.qkv[A+c:]
-		v := b.qkv[2*A+c:]
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
-		softmaxRows(sc, S, ld)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, b.o[c:], A)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, b.o[c:], A)
-	}
+	b.parallel(cfg.NumHeads, func(lo, hi int) {
+		for h := lo; h < hi; h++ {
+			c, sc := h*Dh, b.scores[h*S*ld:(h+1)*S*ld]
+			q, k, v, o := b.qkv[c:], b.qkv[A+c:], b.qkv[2*A+c:], b.o[c:]
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
+			softmaxRows(sc, S, ld)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, o, A)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, o, A)
+		}
+	})
 }
 
 // crossAttention writes b.o[S,A] from the queries in b.qc and the chunk's
-// cross-attention keys and values of one layer.
+// cross-attention keys and values of one layer; the workers take whole
+// heads.
 func (b *Backend) crossAttention(k, v []float32) {
 	cfg := b.cfg
 	S, A, Dh, L := cfg.ActionSteps, cfg.attn(), cfg.HeadDim, b.ctxTokens
-	sc := b.scores[:S*L]
 	scale := float32(1 / math.Sqrt(float64(Dh)))
-	for h := 0; h < cfg.NumHeads; h++ {
-		c := h * Dh
-		b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
-		softmaxRows(sc, S, L)
-		b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
-	}
+	b.parallel(cfg.NumHeads, func(lo, hi int) {
+		for h := lo; h < hi; h++ {
+			c, sc := h*Dh, b.scores[h*S*L:(h+1)*S*L]
+			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
+			softmaxRows(sc, S, L)
+			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
+		}
+	})
 }
 
-// rope rotates, in every row of m (row stride ld) the A-wide block at
-// column off, each head's interleaved pairs (2j, 2j+1) by position·ω_j.
-// The rotation runs in float64 with float64 tables, as the reference does.
-func (b *Backend) rope(m []float32, ld, off int) {
+// rope rotates, in the rows of m (row stride ld) that hold the tokens
+// [lo, hi), the A-wide block at column off: each head's interleaved pairs
+// (2j, 2j+1) by position·ω_j. The rotation runs in float64 with float64
+// tables, as the reference does.
+func (b *Backend) rope(m []float32, lo, hi, ld, off int) {
 	cfg := b.cfg
 	half := cfg.HeadDim / 2
-	for s := 0; s < cfg.ActionSteps; s++ {
+	for s := lo; s < hi; s++ {
 		cs, sn := b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half]
-		row := m[s*ld+off : s*ld+off+cfg.attn()]
+		r := (s - lo) * ld
+		row := m[r+off : r+off+cfg.attn()]
 		for h := 0; h < cfg.NumHeads; h++ {
 			hd := row[h*cfg.HeadDim : (h+1)*cfg.HeadDim]
 			for j := 0; j < half; j++ {

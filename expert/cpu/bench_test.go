@@ -2,11 +2,16 @@ package cpu
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
+	"gonum.org/v1/gonum/blas"
+
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/openblas"
 )
 
 // benchLayers lets a quick run use fewer layers than the full 30
@@ -57,6 +62,41 @@ func benchStep(b *testing.B, cfg Config, blasName string) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/step")
 	b.ReportMetric(float64(cfg.NumLayers), "layers")
+	b.ReportMetric(cfg.StepFlops()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkProductsOpenBLAS times OpenBLAS's own threaded Sgemm (2 threads)
+// on each of the full-width step's weight-product shapes, with the weights
+// read from a 128 MiB arena so they come from memory as the step's do.
+// `fastwam bench` prints the same figures interleaved with the step's.
+func BenchmarkProductsOpenBLAS(b *testing.B) {
+	l, err := openblas.Load("")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer l.SetThreads(1) // the backend's setting
+	arena := make([]float32, 32<<20)
+	for i := range arena {
+		arena[i] = float32(i%997)/997 - 0.5
+	}
+	for _, p := range FullConfig().StepProducts() {
+		if p.PerStep == 1 { // the action encoder and the head: negligible
+			continue
+		}
+		b.Run(fmt.Sprintf("%s_%dx%dx%d", strings.ReplaceAll(strings.ReplaceAll(p.Name, ",", ""), " ", "_"), p.M, p.K, p.N), func(b *testing.B) {
+			l.SetThreads(2)
+			in, out := make([]float32, p.M*p.K), make([]float32, p.M*p.N)
+			off := 0
+			for b.Loop() {
+				if off+p.N*p.K > len(arena) {
+					off = 0
+				}
+				l.Sgemm(blas.NoTrans, blas.Trans, p.M, p.N, p.K, 1, in, p.K, arena[off:], p.K, 0, out, p.N)
+				off += p.N * p.K
+			}
+			b.ReportMetric(p.Flops()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
 }
 
 func benchChunk(b *testing.B, cfg Config, blasName string) {

@@ -74,7 +74,11 @@ func (l *Lib) String() string {
 	if p := l.config(); p != nil {
 		cfg = goString(p)
 	}
-	return fmt.Sprintf("%s (%s, %d threads)", cfg, l.path, l.getThreads())
+	n, unit := l.getThreads(), "threads"
+	if n == 1 {
+		unit = "thread"
+	}
+	return fmt.Sprintf("%s (%s, %d %s)", cfg, l.path, n, unit)
 }
 
 func goString(p *byte) string {
