@@ -148,9 +148,11 @@ func TestLargeConfigInSmallFile(t *testing.T) {
 					t.Errorf("error lacks %q:\n%v", w, err)
 				}
 			}
-			// Bound: about the file, nothing like the parameters.
-			if limit := uint64(2 * len(img)); n > limit {
-				t.Errorf("rejecting the file allocated %d bytes, want at most %d (2x the %d-byte file)", n, limit, len(img))
+			// Bound: a small multiple of the file (the problem list grows
+			// with the configuration: 0.4-0.85 MB here, more under -race),
+			// nothing like the parameters (4 GB and 56 GB).
+			if limit := uint64(4 * len(img)); n > limit {
+				t.Errorf("rejecting the file allocated %d bytes, want at most %d (4x the %d-byte file)", n, limit, len(img))
 			}
 			t.Logf("%d-byte file, %d problems, %d bytes allocated", len(img), len(me.Problems), n)
 		})
