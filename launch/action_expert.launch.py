@@ -40,7 +40,7 @@ PARAMETERS = [
     ("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)"),
     ("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)"),
     ("cpu.weights", "path of the action expert's safetensors weights"),
-    ("cpu.threads", "BLAS threads of the CPU backend (0 = its default)"),
+    ("cpu.threads", "worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one per CPU)"),
     ("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)"),
     ("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)"),
     ("steps", "Euler steps per chunk"),

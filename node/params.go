@@ -260,7 +260,7 @@ func paramDefs() []paramDef {
 		integer("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)", 1, 5, func(p *Params) *int { return &p.HTP.LogLevel }),
 		boolean("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)", func(p *Params) *bool { return &p.HTP.RPCVote }),
 		str("cpu.weights", "path of the action expert's safetensors weights", func(p *Params) *string { return &p.CPU.Weights }),
-		integer("cpu.threads", "BLAS threads of the CPU backend (0 = its default)", 0, 1024, func(p *Params) *int { return &p.CPU.Threads }),
+		integer("cpu.threads", "worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one per CPU)", 0, 1024, func(p *Params) *int { return &p.CPU.Threads }),
 		integer("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)", 0, 1<<20, func(p *Params) *int { return &p.CPU.VideoTokens }),
 		integer("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)", 0, 1<<20, func(p *Params) *int { return &p.CPU.ContextTokens }),
 		integer("steps", "Euler steps per chunk", 1, 1000, func(p *Params) *int { return &p.Steps }),
