@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("bench", stdout, stderr, "[flags]\n\nTimes one denoise step of the CPU backend at full width with random weights and,\ninterleaved with the steps in the same run, the backend's BLAS (Sgemm) on each of the\nstep's own weight-product shapes with cold weights, and prints the step's GFLOP/s next\nto Sgemm's and their ratio. Then it times the same step in PyTorch\n(golden/bench_torch.py) with the same thread count, and prints that ratio too.")
 	layers := fs.Int("layers", cpu.FullConfig().NumLayers, "transformer blocks (30 is the full model; fewer for a quick run)")
 	iters := fs.Int("iters", 5, "timed rounds (one step and the step's Sgemm calls each) after one warm-up round")
-	threads := fs.Int("threads", 2, "BLAS threads for both Go (OpenBLAS) and PyTorch")
+	threads := fs.Int("threads", 2, "threads: the Go step's worker goroutines, OpenBLAS's own threads in the sgemm reference, and PyTorch's")
 	blasName := fs.String("blas", "auto", "Go BLAS: auto, openblas or gonum")
 	python := fs.String("python", "/usr/bin/python3", "Python with torch, for the baseline")
 	script := fs.String("torch-script", "golden/bench_torch.py", "the PyTorch benchmark script")

@@ -144,7 +144,7 @@ type cpuFlags struct {
 func (f *cpuFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.weights, "weights", "", "CPU backend: action-expert weights (.safetensors; default with the embedded golden: its tiny weights)")
 	fs.StringVar(&f.blas, "blas", "auto", "CPU backend: auto, openblas or gonum")
-	fs.IntVar(&f.threads, "threads", 0, "CPU backend: OpenBLAS threads (0: OpenBLAS's default)")
+	fs.IntVar(&f.threads, "threads", 0, "CPU backend: worker goroutines of the step over a single-threaded OpenBLAS (0: one per CPU)")
 }
 
 // parityCase runs the checks of one golden case and prints them; it returns
