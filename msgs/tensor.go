@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/bits"
 	"unsafe"
+
+	"github.com/x448/float16"
 )
 
 // NewTensorF32 returns a float32 tensor of the given shape holding a
@@ -483,42 +485,5 @@ func halves(b []byte) []uint16 {
 }
 
 // f32ToF16 converts to IEEE 754 binary16, rounding to nearest even;
-// overflow gives ±Inf, NaN stays a (quiet) NaN.
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// Subnormal half or zero: round (1.man) * 2^(exp-126) to an
-		// integer count of 2^-24.
-		shift := uint(126 - exp)
-		if shift > 24 {
-			return sign
-		}
-		m := man | 0x800000
-		q := m >> shift
-		rem := m & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && q&1 == 1) {
-			q++
-		}
-		return sign | uint16(q)
-	}
-	q := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && q&1 == 1) {
-		q++ // a carry into the exponent is right, up to Inf
-	}
-	return sign | uint16(q)
-}
+// overflow gives ±Inf, NaN stays NaN.
+func f32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }

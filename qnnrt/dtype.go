@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/x448/float16"
 )
 
 // DataType is a QNN tensor data type (Qnn_DataType_t).
@@ -226,67 +228,11 @@ func (c codec) quantize(v float32) float64 {
 }
 
 // f32ToF16 converts to IEEE binary16, rounding to nearest even; overflow
-// gives ±Inf, NaN stays NaN (quiet).
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// Subnormal half (or zero): value = m * 2^-24 with
-		// m = round((1.man) * 2^(exp-126)).
-		shift := uint(126 - exp)
-		if shift > 24 {
-			return sign
-		}
-		m := man | 0x800000
-		q := m >> shift
-		rem := m & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && q&1 == 1) {
-			q++
-		}
-		return sign | uint16(q)
-	}
-	q := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && q&1 == 1) {
-		q++ // a carry into the exponent is correct, up to Inf
-	}
-	return sign | uint16(q)
-}
+// gives ±Inf, NaN stays NaN.
+func f32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
 
 // f16ToF32 converts IEEE binary16 to float32 exactly.
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		// Subnormal: man * 2^-24.
-		v := float32(man) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
+func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
 
 // f32ToBF16 converts to bfloat16, rounding to nearest even; NaN stays NaN.
 func f32ToBF16(f float32) uint16 {
