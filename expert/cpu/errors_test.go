@@ -5,16 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io/fs"
-	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fastwam/actionexpert/golden"
-	"github.com/fastwam/actionexpert/safetensors"
 )
 
 // tensorEntry is one tensor to write into a test safetensors image.
@@ -28,34 +25,9 @@ type tensorEntry struct {
 // writes a new image with the same metadata.
 func rewrite(t *testing.T, edit func(map[string]tensorEntry)) []byte {
 	t.Helper()
-	src, err := fs.ReadFile(golden.Tiny(), "tiny/weights.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := safetensors.Parse(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]tensorEntry{}
-	for _, n := range f.Names() {
-		info, _ := f.Info(n)
-		b, _ := f.Bytes(n)
-		m[n] = tensorEntry{info.DType, info.Shape, b}
-	}
+	m, meta := tinyTensors(t)
 	edit(m)
-	header := map[string]any{"__metadata__": f.Metadata()}
-	var data []byte
-	for _, n := range slices.Sorted(maps.Keys(m)) {
-		e := m[n]
-		header[n] = map[string]any{"dtype": e.dtype, "shape": e.shape, "data_offsets": []int{len(data), len(data) + len(e.data)}}
-		data = append(data, e.data...)
-	}
-	h, _ := json.Marshal(header)
-	for len(h)%8 != 0 {
-		h = append(h, ' ')
-	}
-	out := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
-	return append(append(out, h...), data...)
+	return image(t, meta, m, nil)
 }
 
 func TestWeightErrorsNameTheTensor(t *testing.T) {
