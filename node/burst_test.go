@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -13,10 +12,8 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/expert/htp"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/qnnrt"
 )
 
 // BenchmarkHostPathBurst feeds the node full-size pairs through the
@@ -34,18 +31,7 @@ func BenchmarkHostPathBurst(b *testing.B) {
 	d := expert.FullDims()
 	fk := qnnfake.New(b, qnnfake.Variant{})
 	fk.SetEmptyExecute(true)
-	path := filepath.Join(b.TempDir(), "action_step.bin")
-	bin := qnnfake.Binary{SocModel: 60, Arch: 73, BuildID: "burst", Graphs: []qnnfake.Graph{qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)}}
-	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	be, err := htp.New(context.Background(), htp.Options{
-		ContextPath: path, BackendLib: fk.Path, SystemLib: fk.Path, RPCMemLib: fk.Path,
-		PerfMode: qnnrt.PerfBurst, SharedBuffers: true, Dims: &d,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	be, path := openFakeHTP(b, fk, d, qnnfake.DataTypeFloat32)
 	defer be.Close()
 	p := DefaultParams()
 	p.Backend, p.HTP.ContextBinary = BackendHTP, path

@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/expert/htp"
+	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/qnnrt"
 )
 
 // tinyDims is the contract of golden/tiny: 2 layers, 2x16 heads, 8 video
@@ -282,4 +287,25 @@ func (in inputs) chunk(t testing.TB, d expert.Dims) *expert.Chunk {
 		}
 	}
 	return c
+}
+
+// openFakeHTP writes a context binary of one action_step graph of d with
+// inputs of graphType and opens the HTP backend on it over the test double
+// lib (shared buffers, burst vote); it returns the backend and the
+// binary's path. The caller closes the backend.
+func openFakeHTP(tb testing.TB, lib *qnnfake.Lib, d expert.Dims, graphType uint32) (*htp.Backend, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "action_step.bin")
+	bin := qnnfake.Binary{SocModel: 60, Arch: 73, BuildID: "node-test", Graphs: []qnnfake.Graph{qnnfake.ActionStepGraph(graphType, d)}}
+	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := htp.New(context.Background(), htp.Options{
+		ContextPath: path, BackendLib: lib.Path, SystemLib: lib.Path, RPCMemLib: lib.Path,
+		PerfMode: qnnrt.PerfBurst, SharedBuffers: true, Dims: &d,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b, path
 }

@@ -5,17 +5,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/expert/htp"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/qnnrt"
 )
 
 // The host path of one chunk, end to end: serialized VideoKVCache and
@@ -87,19 +83,7 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8) *ho
 	tb.Helper()
 	fk := qnnfake.New(tb, qnnfake.Variant{})
 	fk.SetEmptyExecute(true)
-	g := qnnfake.ActionStepGraph(graphType, d)
-	path := filepath.Join(tb.TempDir(), "action_step.bin")
-	bin := qnnfake.Binary{SocModel: 60, Arch: 73, BuildID: "hostpath", Graphs: []qnnfake.Graph{g}}
-	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	b, err := htp.New(context.Background(), htp.Options{
-		ContextPath: path, BackendLib: fk.Path, SystemLib: fk.Path, RPCMemLib: fk.Path,
-		PerfMode: qnnrt.PerfBurst, SharedBuffers: true, Dims: &d,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	b, path := openFakeHTP(tb, fk, d, graphType)
 	tb.Cleanup(func() {
 		if err := b.Close(); err != nil {
 			tb.Error(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/fastwam/actionexpert/expert/htp"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/qnnrt"
 )
 
 // fakeStep is an expert.Backend that computes what the QNN test double's
@@ -52,19 +51,7 @@ func (f *fakeStep) Step(_ context.Context, latents []float32, tau float32, pred 
 func TestEndToEndHTPTestDouble(t *testing.T) {
 	lib := qnnfake.New(t, qnnfake.Variant{})
 	d := tinyDims()
-	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)
-	path := filepath.Join(t.TempDir(), "action_step.bin")
-	bin := qnnfake.Binary{SocModel: 60, Arch: 73, BuildID: "node-test", Graphs: []qnnfake.Graph{g}}
-	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := htp.New(context.Background(), htp.Options{
-		ContextPath: path, BackendLib: lib.Path, SystemLib: lib.Path, RPCMemLib: lib.Path,
-		PerfMode: qnnrt.PerfBurst, SharedBuffers: true, Dims: &d,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, path := openFakeHTP(t, lib, d, qnnfake.DataTypeFloat32)
 	votes := len(lib.PowerVotes())
 	if votes == 0 {
 		t.Error("no performance vote while the backend is open")
@@ -81,7 +68,7 @@ func TestEndToEndHTPTestDouble(t *testing.T) {
 		h.send(in)
 		m := h.waitChunk()
 		s, _ := expert.NewSchedule(3, 5)
-		want, err := expert.Denoise(context.Background(), &fakeStep{g: g, d: d}, in.chunk(t, d), s,
+		want, err := expert.Denoise(context.Background(), &fakeStep{g: qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d), d: d}, in.chunk(t, d), s,
 			expert.Noise(11+in.kv.Seq, d.LatentLen()), nil)
 		if err != nil {
 			t.Fatal(err)
