@@ -114,7 +114,15 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 			log.Infof("backend closed")
 		}
 	}()
-	n, err := node.New(node.Config{Params: p, Logger: log}, b, rosnode.NewTransport(rn, log))
+	cfg := node.Config{Params: p, Logger: log}
+	if !p.SelfTest.Skip && p.SelfTest.Golden != "" {
+		// Read here, under the signals' context, so that a Ctrl-C during
+		// the load stops it in order (node.New has no context).
+		if cfg.Golden, err = node.LoadGolden(ctx, p.SelfTest.Golden, b.Dims()); err != nil {
+			return fmt.Errorf("node: self_test.golden: %w", err)
+		}
+	}
+	n, err := node.New(cfg, b, rosnode.NewTransport(rn, log))
 	if err != nil {
 		return err
 	}
