@@ -154,35 +154,5 @@ func Denoise(ctx context.Context, b Backend, c *Chunk, s Schedule, x0 []float32,
 // onStep, when not nil, is called after every step. A prediction that is
 // not finite is an error naming the step. It allocates only for an error.
 func Integrate(ctx context.Context, b Backend, s Schedule, x, pred []float32, stepTimes []time.Duration, onStep func(StepInfo)) error {
-	if len(pred) != len(x) {
-		return fmt.Errorf("expert: pred has %d elements, latents %d; they must match", len(pred), len(x))
-	}
-	if stepTimes != nil && len(stepTimes) != s.Steps() {
-		return fmt.Errorf("expert: %d step times for a schedule of %d steps", len(stepTimes), s.Steps())
-	}
-	for k := 0; k < s.Steps(); k++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("denoise step %d: %w", k, err)
-		}
-		tau := s.Timestep(k)
-		ts := time.Now()
-		if err := b.Step(ctx, x, tau, pred); err != nil {
-			return fmt.Errorf("denoise step %d (timestep %g): %w", k, tau, err)
-		}
-		el := time.Since(ts)
-		if stepTimes != nil {
-			stepTimes[k] = el
-		}
-		if i := FirstNonFinite(pred); i >= 0 {
-			return fmt.Errorf("denoise step %d (timestep %g): prediction[%d] is %v", k, tau, i, pred[i])
-		}
-		dt := s.Delta(k)
-		for i := range x {
-			x[i] += pred[i] * dt
-		}
-		if onStep != nil {
-			onStep(StepInfo{Index: k, Timestep: tau, Pred: pred, Latents: x, Elapsed: el})
-		}
-	}
-	return nil
+	return IntegrateGuided(ctx, b, s, x, pred, stepTimes, nil, onStep)
 }

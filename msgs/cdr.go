@@ -111,6 +111,8 @@ func (e *encoder) i32(v int32) { e.u32(uint32(v)) }
 
 func (e *encoder) f32(v float32) { e.u32(math.Float32bits(v)) }
 
+func (e *encoder) f64(v float64) { e.u64(math.Float64bits(v)) }
+
 func (e *encoder) u64(v uint64) {
 	e.align(8)
 	if !e.sizing {
@@ -324,6 +326,8 @@ func (d *decoder) u32(field string) uint32 {
 func (d *decoder) i32(field string) int32 { return int32(d.u32(field)) }
 
 func (d *decoder) f32(field string) float32 { return math.Float32frombits(d.u32(field)) }
+
+func (d *decoder) f64(field string) float64 { return math.Float64frombits(d.u64(field)) }
 
 func (d *decoder) u64(field string) uint64 {
 	if !d.align(field, 8) || !d.need(field, 8, "uint64") {

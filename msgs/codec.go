@@ -403,6 +403,15 @@ func (m *ActionChunk) encode(e *encoder) {
 	e.boolean(m.DryRun)
 	e.boolean(m.Clipped)
 	e.boolean(m.StaleInput)
+	e.f64(m.Dt)
+	e.u32(m.InferenceDelay)
+	e.str("ActionChunk.rtc_mode", m.RTCMode)
+	e.u64(m.RTCPrevSeq)
+	e.u32(m.RTCShift)
+	e.u32(m.RTCDelay)
+	e.u32(m.RTCHorizon)
+	e.str("ActionChunk.rtc_schedule", m.RTCSchedule)
+	e.f32(m.RTCMaxGuidance)
 }
 
 func (m *ActionChunk) decode(d *decoder) {
@@ -436,6 +445,15 @@ func (m *ActionChunk) decode(d *decoder) {
 	m.DryRun = d.boolean("dry_run")
 	m.Clipped = d.boolean("clipped")
 	m.StaleInput = d.boolean("stale_input")
+	m.Dt = d.f64("dt")
+	m.InferenceDelay = d.u32("inference_delay")
+	m.RTCMode = d.str("rtc_mode")
+	m.RTCPrevSeq = d.u64("rtc_prev_seq")
+	m.RTCShift = d.u32("rtc_shift")
+	m.RTCDelay = d.u32("rtc_delay")
+	m.RTCHorizon = d.u32("rtc_horizon")
+	m.RTCSchedule = d.str("rtc_schedule")
+	m.RTCMaxGuidance = d.f32("rtc_max_guidance")
 }
 
 // MarshalCDR encodes the message as CDR, encapsulation header included.

@@ -85,6 +85,22 @@ type ActionChunk struct {
 	DryRun     bool
 	Clipped    bool
 	StaleInput bool
+
+	// Timing: action i is for Header.Stamp + i*Dt; the first
+	// InferenceDelay actions were already past when the chunk was
+	// published.
+	Dt             float64
+	InferenceDelay uint32
+
+	// Real-time chunking: what tied this chunk to the previous one
+	// (RTCMode "off": nothing, and the other fields are zero).
+	RTCMode        string
+	RTCPrevSeq     uint64
+	RTCShift       uint32
+	RTCDelay       uint32
+	RTCHorizon     uint32
+	RTCSchedule    string
+	RTCMaxGuidance float32
 }
 
 // Diagnostic levels of diagnostic_msgs/DiagnosticStatus.
