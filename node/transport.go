@@ -47,14 +47,31 @@ type Recycler interface {
 	Recycle(data []byte)
 }
 
+// ServiceHandler answers one service request: the request's CDR bytes
+// (encapsulation header included) in, the response's CDR bytes out. An
+// error sends no response (the client times out) and is logged by the
+// transport. A handler runs on the transport's callback goroutine and
+// must not keep req after it returns.
+type ServiceHandler func(req []byte) ([]byte, error)
+
+// ServiceServer is an optional interface of a Transport that serves ROS 2
+// services (the rclgo adapter, and the Bus for tests).
+type ServiceServer interface {
+	// Serve answers requests to the service name, of type srvType
+	// ("pkg/srv/Type"), with h. Like Subscribe, it is called before
+	// messages flow.
+	Serve(name, srvType string, h ServiceHandler) error
+}
+
 // Bus is an in-process Transport: a publish delivers the message to every
 // subscriber of the topic synchronously, in the publisher's goroutine, one
 // delivery at a time per topic. It lets the whole node run in tests and in
 // `fastwam replay` without ROS. Topic names are used as given. A handler
 // must not publish on its own topic (the delivery lock is not reentrant).
 type Bus struct {
-	mu     sync.Mutex
-	topics map[string]*busTopic
+	mu       sync.Mutex
+	topics   map[string]*busTopic
+	services map[string]busService
 
 	// Recycling (see Recycler): the deliveries not yet handed back, by
 	// their first byte, and the buffers handed back, for reuse.
@@ -62,6 +79,11 @@ type Bus struct {
 	pending map[*byte]int // recycles still due
 	free    [][]byte
 	made    int // buffers allocated for recycling subscribers
+}
+
+type busService struct {
+	typ string
+	h   ServiceHandler
 }
 
 type busTopic struct {
@@ -77,7 +99,7 @@ const maxBusFree = 8
 
 // NewBus returns an empty in-process bus.
 func NewBus() *Bus {
-	return &Bus{topics: make(map[string]*busTopic), pending: make(map[*byte]int), free: make([][]byte, 0, maxBusFree)}
+	return &Bus{topics: make(map[string]*busTopic), services: make(map[string]busService), pending: make(map[*byte]int), free: make([][]byte, 0, maxBusFree)}
 }
 
 func (b *Bus) topic(t Topic) (*busTopic, error) {
@@ -202,4 +224,33 @@ func (p busPublisher) Publish(data []byte) error {
 		h(msg)
 	}
 	return nil
+}
+
+// Serve implements ServiceServer. A name is served once.
+func (b *Bus) Serve(name, srvType string, h ServiceHandler) error {
+	if h == nil {
+		return fmt.Errorf("bus: serve %q: nil handler", name)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s, ok := b.services[name]; ok {
+		return fmt.Errorf("bus: service %q [%s] is already served (as %s)", name, srvType, s.typ)
+	}
+	b.services[name] = busService{typ: srvType, h: h}
+	return nil
+}
+
+// Call sends one request to the service name of type srvType, in the
+// caller's goroutine, and returns the response's bytes.
+func (b *Bus) Call(name, srvType string, req []byte) ([]byte, error) {
+	b.mu.Lock()
+	s, ok := b.services[name]
+	b.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("bus: no service %q", name)
+	case s.typ != srvType:
+		return nil, fmt.Errorf("bus: service %q has type %s, not %s", name, s.typ, srvType)
+	}
+	return s.h(append([]byte(nil), req...))
 }

@@ -30,8 +30,9 @@ type Transport struct {
 	node *rclgo.Node
 	log  node.Logger
 
-	mu    sync.Mutex
-	types map[string]types.MessageTypeSupport
+	mu       sync.Mutex
+	types    map[string]types.MessageTypeSupport
+	services map[string]*rawServiceTypeSupport
 }
 
 var _ node.Transport = (*Transport)(nil)
@@ -39,7 +40,7 @@ var _ node.Transport = (*Transport)(nil)
 // NewTransport returns a transport creating its entities on n; take
 // errors are logged to log.
 func NewTransport(n *rclgo.Node, log node.Logger) *Transport {
-	return &Transport{node: n, log: log, types: map[string]types.MessageTypeSupport{}}
+	return &Transport{node: n, log: log, types: map[string]types.MessageTypeSupport{}, services: map[string]*rawServiceTypeSupport{}}
 }
 
 // typeSupport loads (once) the C type support of a ROS type named
