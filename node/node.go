@@ -55,6 +55,7 @@ const (
 	StateStarting       State = "starting"         // created, Run not called
 	StateSelfTest       State = "self_test"        // running the golden through the backend
 	StateActive         State = "active"           // processing inputs
+	StateInactive       State = "inactive"         // self-tested and ready, inputs counted but not processed (see Activate)
 	StateSelfTestFailed State = "self_test_failed" // refusing inputs; see the diagnostics
 	StateStopped        State = "stopped"          // Run returned
 )
@@ -72,6 +73,10 @@ type Config struct {
 	// Golden, when not nil, is used instead of loading
 	// Params.SelfTest.Golden.
 	Golden *golden.Case
+	// StartInactive ends Run's start-up (the self-test) in StateInactive
+	// instead of StateActive: a managed node's configure transition.
+	// Activate and Deactivate then switch between the two.
+	StartInactive bool
 }
 
 // Node is one action-expert node. Create it with New, then call Run.
@@ -88,7 +93,9 @@ type Node struct {
 	actions Publisher
 	diag    Publisher
 
-	running sync.Mutex // held by Run
+	running       sync.Mutex    // held by Run
+	startInactive bool          // Config.StartInactive
+	started       chan struct{} // closed when Run's start-up has ended (see Started)
 
 	// Receive path.
 	mu       sync.Mutex // pairer and stamp checks
@@ -156,6 +163,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 		pairer: &pairer{rc: rc, policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
 			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
+		startInactive: cfg.StartInactive, started: make(chan struct{}),
 		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
 	}
 	if _, ok := b.(expert.InputBinder); !ok {
@@ -225,6 +233,53 @@ func (n *Node) setState(s State) {
 	n.stateMu.Unlock()
 }
 
+// Started returns a channel closed when Run's start-up has ended: the
+// self-test has passed (the node is active, or inactive with
+// Config.StartInactive) or failed, or Run has returned.
+func (n *Node) Started() <-chan struct{} { return n.started }
+
+// Activate makes an inactive node take inputs (a managed node's activate
+// transition). It is a no-op on an active node, and an error in any other
+// state (before the self-test has passed, after it failed, once stopped).
+func (n *Node) Activate() error {
+	n.stateMu.Lock()
+	defer n.stateMu.Unlock()
+	switch n.state {
+	case StateActive:
+		return nil
+	case StateInactive:
+		n.state = StateActive
+		return nil
+	}
+	return fmt.Errorf("node: cannot activate a node that is %s (want %s)", n.state, StateInactive)
+}
+
+// Deactivate stops an active node taking inputs without releasing its
+// backend (a managed node's deactivate transition): inputs arriving from
+// then on are counted as dropped (inactive), and the pair waiting for the
+// worker, if any, is dropped. A chunk being denoised is still published.
+// It is a no-op on an inactive node, and an error in any other state.
+func (n *Node) Deactivate() error {
+	n.stateMu.Lock()
+	switch n.state {
+	case StateInactive:
+		n.stateMu.Unlock()
+		return nil
+	case StateActive:
+		n.state = StateInactive
+		n.stateMu.Unlock()
+	default:
+		st := n.state
+		n.stateMu.Unlock()
+		return fmt.Errorf("node: cannot deactivate a node that is %s (want %s)", st, StateActive)
+	}
+	if p := n.slot.Clear(); p != nil {
+		n.recycle.freePair(p)
+		n.dropped(n.p.Topics.KVCache, DropInactive)
+	}
+	return nil
+}
+
 // SelfTest reports the start-up self-test's result.
 func (n *Node) SelfTest() SelfTestResult {
 	n.stateMu.Lock()
@@ -260,7 +315,10 @@ func (n *Node) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { n.diagLoop(runCtx, tick) })
+	var startOnce sync.Once
+	endStart := func() { startOnce.Do(func() { close(n.started) }) }
 	defer func() {
+		endStart()
 		cancel()
 		wg.Wait()
 		n.setState(StateStopped)
@@ -292,13 +350,20 @@ func (n *Node) Run(ctx context.Context) error {
 		if !res.Passed() {
 			n.setState(StateSelfTestFailed)
 			n.log.Errorf("self-test %s; refusing to go active (inputs are dropped until restart)", res)
+			endStart()
 			<-ctx.Done()
 			return nil
 		}
 		n.log.Infof("self-test %s", res)
 	}
-	n.setState(StateActive)
-	n.log.Infof("active: %s + %s -> %s", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+	if n.startInactive {
+		n.setState(StateInactive)
+		n.log.Infof("inactive (configured): %s + %s -> %s once activated", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+	} else {
+		n.setState(StateActive)
+		n.log.Infof("active: %s + %s -> %s", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+	}
+	endStart()
 	for {
 		p := n.slot.Take(runCtx)
 		if p == nil {
