@@ -120,7 +120,8 @@ func rtcBackends(t *testing.T, blasName string) []*Backend {
 	return out
 }
 
-// denoiseRTC runs chunk k of the golden on b in mode m (nil target: off).
+// denoise runs chunk k of the golden on b in mode m (RTCOff: the plain loop,
+// target and weights unused).
 func (g *rtcGolden) denoise(t *testing.T, b expert.Backend, k int, m expert.RTCMode, target, weights []float32) []float32 {
 	t.Helper()
 	s, _ := expert.NewSchedule(g.steps, g.shift)
