@@ -129,17 +129,20 @@ func PrefixWeights(w []float32, delay, horizon, avail int, sched MaskSchedule) e
 // GuidanceWeight is RTC's guidance weight at noise level sigma (Wan's
 // convention: 1 is noise, 0 clean), clipped to beta: with tau = 1-sigma and
 // r^2 = (1-tau)^2 / (tau^2 + (1-tau)^2), c = min(beta, (1-tau)/(tau*r^2)).
-// At sigma = 1 (tau = 0) the unclipped weight is infinite and c = beta.
+// At sigma = 1 (tau = 0) the unclipped weight is infinite and c = beta
+// (also for sigma > 1); at sigma = 0 the formula is 0/0 and a clean chunk
+// has nothing left to guide, so c = 0 (also for sigma < 0 and NaN). The
+// Euler loop evaluates it only at sigma_0 .. sigma_{N-1}, all in (0, 1].
 func GuidanceWeight(sigma, beta float32) float32 {
 	s := float64(sigma)
 	tau := 1 - s
-	if tau <= 0 {
+	switch {
+	case tau <= 0:
 		return beta
+	case !(s > 0):
+		return 0
 	}
 	r2 := s * s / (tau*tau + s*s)
-	if r2 <= 0 {
-		return 0 // sigma = 0: the chunk is clean, nothing left to guide
-	}
 	return float32(math.Min(float64(beta), s/(tau*r2)))
 }
 

@@ -33,7 +33,9 @@ var regression embed.FS
 // Tiny is the embedded tiny golden set: case_all.npz (every video token
 // visible), case_first4.npz (the first four visible), weights.safetensors
 // (f32), weights_bf16.safetensors (bf16 under the checkpoint prefix),
-// weights_f16.safetensors and config.json, all under the directory "tiny".
+// weights_f16.safetensors, config.json and rtc_chunks.npz (a chain of
+// real-time chunking chunks from golden/make_rtc_golden.py, read with
+// LoadTinyArrays), all under the directory "tiny".
 func Tiny() fs.FS { return tiny }
 
 // RegressionBag is the embedded regression bag: the rosbag2 folder

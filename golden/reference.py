@@ -19,6 +19,9 @@ Public API:
     rope_table(head_dim, positions)      section 3.6
     schedule(steps, shift)               section 8 (float32 sigmas, N+1 points)
     denoise(model, init_noise, chunk, steps, shift) -> DenoiseResult
+    prefix_weights(delay, horizon, avail, rows, schedule)   RTC's soft mask (issue 10, section 2)
+    guidance_weight(sigma, beta)         RTC's clipped guidance weight
+    denoise_rtc(model, init_noise, chunk, target, weights, mode, beta, steps, shift) -> DenoiseResult
     init_random_(model, generator)       the section 11 randomisation
     param_count(cfg)                     section 1.3 formulas
 """
@@ -373,6 +376,106 @@ def denoise(model, init_noise, chunk, steps=10, shift=5.0):
         preds.append(pred)
         traj.append(latents)
     return DenoiseResult(actions=latents, sigmas=sig, preds=torch.stack(preds), latents=torch.stack(traj))
+
+
+# ----------------------------------------------------------------------------- real-time chunking (issue 10)
+#
+# Written from the formulas of issue 10, section 2 (Wan's convention: sigma 1 = noise, 0 = clean,
+# pred = eps - x0, so the clean estimate at level sigma is x0_hat = x - sigma * pred).
+
+RTC_MODES = ("off", "replace", "guided")
+RTC_SCHEDULES = ("exp", "linear", "ones", "zeros")  # the index is the code the RTC golden stores
+
+
+def prefix_weights(delay, horizon, avail, rows, schedule="exp"):
+    """RTC's soft mask over the rows of a new chunk, float64 [rows].
+
+    Row i weighs 1 for i < d (d = min(delay, horizon): the actions executed before the chunk
+    arrives), then for d <= i < horizon the schedule applied to the ramp c = (H - i) / (H - d + 1):
+    exp c * (e^c - 1) / (e - 1), linear c, ones 1, zeros 0; 0 from the horizon on, and 0 for every
+    row i >= avail (the previous chunk has no action there).
+    """
+    for name, v in (("delay", delay), ("horizon", horizon), ("avail", avail), ("rows", rows)):
+        if isinstance(v, bool) or int(v) != v or v < 0:
+            raise ValueError(f"{name} must be a whole number >= 0, got {v!r}")
+    if schedule not in RTC_SCHEDULES:
+        raise ValueError(f"schedule {schedule!r}: want one of {RTC_SCHEDULES}")
+    H = int(horizon)
+    d = min(int(delay), H)
+    w = torch.zeros(int(rows), dtype=torch.float64)
+    for i in range(int(rows)):
+        if i >= avail or i >= H:
+            continue
+        if i < d:
+            w[i] = 1.0
+            continue
+        c = (H - i) / (H - d + 1)
+        w[i] = {"exp": c * (math.exp(c) - 1) / (math.e - 1), "linear": c, "ones": 1.0, "zeros": 0.0}[schedule]
+    return w
+
+
+def guidance_weight(sigma, beta):
+    """RTC's guidance weight at noise level sigma, in float64: c = min(beta, (1 - tau) / (tau r^2)),
+    tau = 1 - sigma, r^2 = (1 - tau)^2 / (tau^2 + (1 - tau)^2).
+
+    At tau = 0 (sigma = 1, pure noise) the unclipped weight is infinite: c = beta. At sigma = 0 the
+    expression is 0/0; a clean chunk has nothing left to guide, so c = 0 (LeRobot's nan_to_num gives
+    the same). The Euler loop evaluates it only at sigma_0 .. sigma_{N-1}, all > 0.
+    """
+    sigma, beta = float(sigma), float(beta)
+    if not (beta >= 0 and math.isfinite(beta)):
+        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+    if not 0 <= sigma <= 1:
+        raise ValueError(f"sigma must be in [0, 1], got {sigma!r}")
+    tau = 1.0 - sigma
+    if tau == 0:
+        return beta
+    if sigma == 0:
+        return 0.0
+    r2 = (1 - tau) ** 2 / (tau ** 2 + (1 - tau) ** 2)
+    return min(beta, (1 - tau) / (tau * r2))
+
+
+@torch.no_grad()
+def denoise_rtc(model, init_noise, chunk, target, weights, mode, beta=5.0, steps=10, shift=5.0):
+    """The section 8 Euler loop with real-time chunking toward target Y with row weights W.
+
+    init_noise eps [B, S, a]; target Y [B, S, a] (or [S, a]); weights W [S] in [0, 1].
+    mode "off": the plain loop (denoise). "guided": before each Euler update the prediction
+    becomes pred - c(sigma_k) * W * (Y - (x - sigma_k * pred)), c = guidance_weight(sigma_k, beta).
+    "replace": after the update to sigma_{k+1}, x <- (1 - W) x + W ((1 - sigma_{k+1}) Y + sigma_{k+1} eps).
+    The latents and the model run in float32; c is a float64 scalar. Returns a DenoiseResult whose
+    preds are the (corrected) predictions and latents the latents after each step's correction.
+    """
+    if mode not in RTC_MODES:
+        raise ValueError(f"mode {mode!r}: want one of {RTC_MODES}")
+    eps = init_noise.to(torch.float32)
+    B, S, a = eps.shape
+    Y = target.to(torch.float32).reshape(-1, S, a).expand(B, S, a)
+    W = torch.as_tensor(weights, dtype=torch.float32).reshape(-1)
+    if W.shape[0] != S:
+        raise ValueError(f"weights have {W.shape[0]} rows, want {S}")
+    if not bool(((W >= 0) & (W <= 1)).all()):
+        raise ValueError("weights must lie in [0, 1]")
+    if not bool(torch.isfinite(Y).all()):
+        raise ValueError("target must be finite")
+    W = W.reshape(1, S, 1)
+    sig = schedule(steps, shift)
+    x = eps.clone()
+    preds, traj = [], []
+    for k in range(steps):
+        s_k, s_next = sig[k], sig[k + 1]
+        pred = model.step(x, (s_k * 1000).reshape(1).expand(B).contiguous(), chunk)
+        if mode == "guided":
+            c = guidance_weight(float(s_k), beta)
+            x0_hat = x - s_k * pred
+            pred = pred - c * W * (Y - x0_hat)
+        x = x + pred * (s_next - s_k)
+        if mode == "replace":
+            x = (1 - W) * x + W * ((1 - s_next) * Y + s_next * eps)
+        preds.append(pred)
+        traj.append(x)
+    return DenoiseResult(actions=x, sigmas=sig, preds=torch.stack(preds), latents=torch.stack(traj))
 
 
 # ----------------------------------------------------------------------------- randomisation (section 11)

@@ -6,7 +6,8 @@ Run by hand (CI installs no torch): /usr/bin/python3 golden/test_reference.py
 The golden-file checks run when golden/tiny/ exists (make_golden.py writes it). The cross-check
 implementation below (np_step) is a second, float64 NumPy version of the step that uses the
 rotate-half RoPE form of spec section 3.6 with permuted q/k rows and permuted video-key columns,
-so it shares no code path with reference.py.
+so it shares no code path with reference.py. The real-time chunking golden (rtc_chunks.npz, from
+make_rtc_golden.py) is re-derived both with reference.denoise_rtc and with a float64 loop on np_step.
 """
 
 import contextlib
@@ -26,7 +27,8 @@ sys.path.insert(0, HERE)
 
 import export_checkpoint  # noqa: E402
 from reference import (  # noqa: E402
-    DEFAULT_CONFIG, TINY_CONFIG, ActionExpert, denoise, init_random_, param_count, schedule, sinusoid)
+    DEFAULT_CONFIG, RTC_SCHEDULES, TINY_CONFIG, ActionExpert, denoise, denoise_rtc, guidance_weight, init_random_,
+    param_count, prefix_weights, schedule, sinusoid)
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 TINY_DIR = os.path.join(HERE, "tiny")
@@ -368,6 +370,192 @@ def test_golden_files():
         assert cosine(z["pred_noise"], z["pred_noise_unmasked"]) < 0.9999
     za, z4 = (np.load(os.path.join(TINY_DIR, f"case_{c}.npz")) for c in ("all", "first4"))
     assert cosine(za["pred_noise"], z4["pred_noise"]) < 0.9999
+
+
+# ----------------------------------------------------------------------------- real-time chunking
+
+
+def test_rtc_prefix_weights():
+    ex = lambda c: c * (math.exp(c) - 1) / (math.e - 1)  # noqa: E731
+    cases = [((2, 6, 8, "linear"), [1, 1, 0.8, 0.6, 0.4, 0.2, 0, 0]),
+             ((2, 6, 8, "exp"), [1, 1, ex(0.8), ex(0.6), ex(0.4), ex(0.2), 0, 0]),
+             ((2, 6, 8, "ones"), [1, 1, 1, 1, 1, 1, 0, 0]),
+             ((2, 6, 8, "zeros"), [1, 1, 0, 0, 0, 0, 0, 0]),
+             ((2, 6, 4, "linear"), [1, 1, 0.8, 0.6, 0, 0, 0, 0]),         # no target from row 4
+             ((9, 3, 8, "linear"), [1, 1, 1, 0, 0, 0, 0, 0]),             # delay clamped to the horizon
+             ((0, 3, 8, "linear"), [0.75, 0.5, 0.25, 0, 0, 0, 0, 0]),
+             ((1, 12, 8, "linear"), [1] + [(12 - i) / 12 for i in range(1, 8)]),  # horizon past the chunk
+             ((0, 0, 8, "ones"), [0] * 8)]
+    for (d, H, avail, sched), want in cases:
+        got = prefix_weights(d, H, avail, 8, sched)
+        assert got.dtype == torch.float64 and np.allclose(got.numpy(), want, rtol=0, atol=1e-15), (d, H, avail, sched, got)
+    for bad in [(-1, 4, 4, 8, "exp"), (1, 4.5, 4, 8, "exp"), (1, 4, True, 8, "exp"), (1, 4, 4, 8, "cosine")]:
+        try:
+            prefix_weights(*bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"prefix_weights{bad} accepted")
+
+
+def test_rtc_guidance_weight():
+    # sigma 0.5: r^2 = 1/2, c = 0.5/(0.5*0.5) = 2; sigma 0.8: tau 0.2, r^2 = 0.64/0.68, c = 0.68/0.16
+    for sigma, beta, want in [(0.5, 10, 2), (0.5, 1, 1), (0.5, 0, 0), (0.8, 10, 4.25), (0.2, 10, 4.25),
+                              (0.8, 4, 4), (1.0, 7, 7), (0.0, 7, 0)]:
+        assert abs(guidance_weight(sigma, beta) - want) < 1e-12, (sigma, beta, guidance_weight(sigma, beta))
+    sig = schedule(10, 5.0)
+    for s in (0.3, 0.6, 0.95):  # the unclipped weight (tau^2 + sigma^2)/(tau sigma) is symmetric in sigma and tau
+        assert abs(guidance_weight(s, 1e9) - guidance_weight(1 - s, 1e9)) < 1e-9
+        assert abs(guidance_weight(s, 1e9) - (s * s + (1 - s) ** 2) / (s * (1 - s))) < 1e-9
+    assert guidance_weight(float(sig[0]), 5) == 5 and guidance_weight(float(sig[1]), 5) == 5  # clipped near noise
+    for bad in [(0.5, -1), (0.5, float("nan")), (0.5, float("inf")), (1.5, 1), (-0.1, 1)]:
+        try:
+            guidance_weight(*bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"guidance_weight{bad} accepted")
+
+
+class OracleModel:
+    """The exact denoiser of one clean chunk m: pred = (x - m)/sigma (rows evolve independently)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def step(self, latents, timestep, chunk):
+        return (latents - self.m) / (timestep.reshape(-1, 1, 1) / 1000)
+
+
+def _rtc_fixture():
+    g = torch.Generator().manual_seed(7)
+    m = torch.randn(1, 32, 7, generator=g)
+    y = m + 2 + torch.rand(1, 32, 7, generator=g)
+    eps = torch.randn(1, 32, 7, generator=g)
+    w = prefix_weights(4, 16, 28, 32, "exp")
+    return m, y, eps, w
+
+
+def test_rtc_modes_exact_denoiser():
+    m, y, eps, w = _rtc_fixture()
+    model = OracleModel(m)
+    off = denoise_rtc(model, eps, None, y, w, "off").actions
+    assert torch.allclose(off, m, atol=1e-5)
+    rep = denoise_rtc(model, eps, None, y, w, "replace").actions
+    gui = denoise_rtc(model, eps, None, y, w, "guided", beta=5.0).actions
+    assert torch.equal(rep[:, :4], y[:, :4])  # W = 1 rows end exactly at Y
+    zero = (w == 0)
+    assert torch.equal(rep[:, zero], off[:, zero]) and torch.equal(gui[:, zero], off[:, zero])
+    for r in range(32):
+        if w[r] > 0:
+            d_off = float((off[:, r] - y[:, r]).abs().max())
+            assert float((rep[:, r] - y[:, r]).abs().max()) < d_off
+            assert float((gui[:, r] - y[:, r]).abs().max()) < d_off, r
+    # guided, closed form in float64: x0_hat = m, e' = e*s'/s + c(s) W (s - s') (Y - m)
+    sig = schedule(10, 5.0).double()
+    e = (eps - m).double()
+    W = w.reshape(1, 32, 1)
+    for k in range(10):
+        s, sn = float(sig[k]), float(sig[k + 1])
+        e = e * sn / s + guidance_weight(s, 5.0) * W * (s - sn) * (y - m).double()
+    assert torch.allclose(gui.double(), m.double() + e, atol=1e-5)
+    # a flipped guidance sign moves the weighted rows away from Y
+    x = eps.clone()
+    for k in range(10):
+        s, sn = sig[k].float(), sig[k + 1].float()
+        pred = model.step(x, (s * 1000).reshape(1), None)
+        pred = pred + guidance_weight(float(s), 5.0) * W.float() * (y - (x - s * pred))
+        x = x + pred * (sn - s)
+    assert float((x - y)[:, :4].abs().max()) > float((off - y)[:, :4].abs().max())
+
+
+def test_rtc_modes_tiny_model():
+    m, x = tiny_model(), tiny_inputs()
+    with torch.no_grad():
+        chunk = m.prepare_chunk(x["vk"], x["vv"], x["ctx"], x["mask"], 8)
+        prev = denoise(m, x["latents"], chunk).actions
+        y = torch.zeros_like(prev)
+        y[:, :27] = prev[:, 5:]
+        w = prefix_weights(3, 16, 27, 32, "exp")
+        eps = torch.randn(1, 32, 7, generator=torch.Generator().manual_seed(11))
+        off = denoise_rtc(m, eps, chunk, y, w, "off")
+        assert torch.equal(off.actions, denoise(m, eps, chunk).actions) and torch.equal(off.preds, denoise(m, eps, chunk).preds)
+        rep = denoise_rtc(m, eps, chunk, y, w, "replace").actions
+        gui = denoise_rtc(m, eps, chunk, y, w, "guided", beta=5.0).actions
+    d = lambda a: float((a - y)[:, :3].abs().max())  # noqa: E731
+    assert d(rep) == 0 and d(gui) < 0.05 * d(off.actions), (d(rep), d(gui), d(off.actions))
+    for bad in [dict(mode="inpaint"), dict(weights=torch.full((32,), 1.5)), dict(weights=torch.ones(31)),
+                dict(target=torch.full((1, 32, 7), float("nan")))]:
+        args = dict(model=m, init_noise=eps, chunk=chunk, target=y, weights=w, mode="guided")
+        args.update(bad)
+        try:
+            denoise_rtc(**args)
+        except ValueError:
+            continue
+        raise AssertionError(f"denoise_rtc accepted {list(bad)}")
+
+
+def test_rtc_golden_file():
+    path = os.path.join(TINY_DIR, "rtc_chunks.npz")
+    if not os.path.exists(path):
+        print("  (golden/tiny/rtc_chunks.npz missing: run make_rtc_golden.py; skipped)")
+        return
+    z = np.load(path)
+    n = 4
+    shapes = {"steps": (1,), "shift": (1,), "sigmas": (11,), "chunk_case": (n,), "noise": (n, 1, 32, 7), "s": (n,),
+              "delay": (n,), "horizon": (n,), "avail": (n,), "schedule": (n,), "beta": (n,), "weights": (n, 32),
+              "off_actions": (n, 1, 32, 7), "replace_target": (n, 1, 32, 7), "replace_actions": (n, 1, 32, 7),
+              "guided_target": (n, 1, 32, 7), "guided_actions": (n, 1, 32, 7), "prefix_params": (40, 4),
+              "prefix_weights": (40, 32), "guidance_sigma": (85,), "guidance_beta": (85,), "guidance_weight": (85,)}
+    assert sorted(z.files) == sorted(shapes)
+    for k, shape in shapes.items():
+        assert z[k].shape == shape, (k, z[k].shape)
+    assert np.array_equal(z["sigmas"], schedule(10, 5.0).numpy())
+    sd, _ = read_safetensors(os.path.join(TINY_DIR, "weights.safetensors"))
+    cfg = TINY_CONFIG
+    model = ActionExpert(cfg)
+    model.load_state_dict(sd)
+    W64 = {k: v.double().numpy() for k, v in sd.items()}
+    cases = [np.load(os.path.join(TINY_DIR, f)) for f in ("case_all.npz", "case_first4.npz")]
+    assert np.abs(z["off_actions"][0] - cases[0]["loop_actions"]).max() < 1e-5
+    sig = z["sigmas"]
+    for k in range(1, n):
+        c = cases[int(z["chunk_case"][k])]
+        common = (c["video_keys"][:, 0].astype(np.float64), c["video_values"][:, 0].astype(np.float64),
+                  c["context"][0].astype(np.float64), c["context_mask"][0] != 0, int(c["visible_video"][0]))
+        chunk = model.prepare_chunk(*(torch.from_numpy(c[key]) for key in ("video_keys", "video_values", "context",
+                                                                            "context_mask")), common[4])
+        d, H, avail, s = (int(z[key][k]) for key in ("delay", "horizon", "avail", "s"))
+        sched = RTC_SCHEDULES[int(z["schedule"][k])]
+        assert avail == 32 - s
+        w = z["weights"][k]
+        assert np.array_equal(w, prefix_weights(d, H, avail, 32, sched).numpy().astype(np.float32))
+        beta = float(z["beta"][k])
+        eps = z["noise"][k, 0].astype(np.float64)
+        for mode in ("replace", "guided"):
+            y = z[mode + "_target"][k, 0]
+            prev = z[mode + "_actions"][k - 1, 0]
+            assert np.array_equal(y[:avail], prev[s:]) and not y[avail:].any()
+            # the file is what the reference writes ...
+            got = denoise_rtc(model, torch.from_numpy(z["noise"][k]), chunk, torch.from_numpy(y), torch.from_numpy(w),
+                              mode, beta).actions
+            assert np.array_equal(got.numpy(), z[mode + "_actions"][k]), (k, mode)
+            # ... and a float64 loop on the NumPy step, written from the same formulas, agrees
+            x, y64, w64 = eps.copy(), y.astype(np.float64), w.astype(np.float64)[:, None]
+            for j in range(10):
+                s_k, s_n = float(sig[j]), float(sig[j + 1])
+                p = np_step(W64, cfg, x, float(np.float32(sig[j] * np.float32(1000))), *common)
+                if mode == "guided":
+                    p = p - guidance_weight(s_k, beta) * w64 * (y64 - (x - s_k * p))
+                x = x + p * (s_n - s_k)
+                if mode == "replace":
+                    x = (1 - w64) * x + w64 * ((1 - s_n) * y64 + s_n * eps)
+            want = z[mode + "_actions"][k, 0]
+            assert cosine(want, x) > 1 - 1e-9 and np.abs(want - x).max() < 1e-4, (k, mode, cosine(want, x))
+            frozen = slice(0, min(d, H, avail))
+            assert np.abs(want[frozen] - y[frozen]).max() < 0.05 * np.abs(z["off_actions"][k, 0][frozen] - y[frozen]).max()
+    for row, (d, H, avail, code) in zip(z["prefix_weights"], z["prefix_params"]):
+        assert np.array_equal(row, prefix_weights(int(d), int(H), int(avail), 32, RTC_SCHEDULES[int(code)]).numpy().astype(np.float32))
+    for s, b, c in zip(z["guidance_sigma"], z["guidance_beta"], z["guidance_weight"]):
+        assert c == guidance_weight(float(s), float(b))
 
 
 # ----------------------------------------------------------------------------- exporter
