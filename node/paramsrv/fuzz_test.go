@@ -24,3 +24,15 @@ func FuzzSetParameters(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkListParameters: `ros2 param list` against the fake node.
+func BenchmarkListParameters(b *testing.B) {
+	s, _, _ := newServer(b)
+	req, _ := (&msgs.ListParametersRequest{}).MarshalCDR()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.HandleListParameters(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
