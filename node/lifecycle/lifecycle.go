@@ -19,7 +19,11 @@
 // branch (back to the start state), its error the errorprocessing state,
 // where on_error runs at once. A transition requested while another one runs
 // finds the node in a transition state, which offers no public transition,
-// and is refused, as in rclcpp_lifecycle.
+// and is refused, as in rclcpp_lifecycle. Only public transitions (ids 0-9:
+// configure, cleanup, activate, deactivate, shutdown) may be requested; the
+// branches are taken by the callbacks' results alone (rclcpp_lifecycle
+// would also trigger "transition_success" or its id if asked while a
+// callback runs).
 package lifecycle
 
 import (
@@ -85,7 +89,10 @@ type Config struct {
 	// Publish receives every state change as a TransitionEvent (for
 	// ~/transition_event), in the order the changes happen, one call at a
 	// time and without the machine's state lock held (it may call State).
-	// nil: events are dropped.
+	// nil: events are dropped. Every field is filled in: the transition
+	// taken, its start and goal states and the timestamp (Humble's
+	// rcl_lifecycle fills only the two states and leaves the rest zero;
+	// its consumers read goal_state).
 	Publish func(msgs.TransitionEvent)
 	// Logf receives what rclcpp_lifecycle logs: refused transitions and
 	// callback errors. nil: nothing is logged.
@@ -355,7 +362,18 @@ func (m *Machine) ChangeState(ctx context.Context, id uint8) (Outcome, error) {
 // like ChangeState.
 func (m *Machine) ChangeStateByLabel(ctx context.Context, label string) (Outcome, error) {
 	return m.change(ctx, func(t transition) bool { return t.label == label && isPublic(t.id) },
-		func() string { return fmt.Sprintf("transition %q", label) })
+		func() string { return fmt.Sprintf("transition %q", clip(label)) })
+}
+
+// maxLabelInMessage bounds how much of a requested label an error repeats
+// (a request's label is the client's text, of any length).
+const maxLabelInMessage = 64
+
+func clip(s string) string {
+	if len(s) <= maxLabelInMessage {
+		return s
+	}
+	return s[:maxLabelInMessage] + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // isPublic reports whether a transition id may be requested (0-9); the

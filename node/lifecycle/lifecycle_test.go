@@ -227,6 +227,7 @@ func TestUnavailableTransitions(t *testing.T) {
 		{[]string{"configure"}, msgs.TransitionConfigure, "", "available: cleanup (2), activate (3), shutdown (6)"},
 		{[]string{"configure", "activate"}, msgs.TransitionCleanup, "", "available: deactivate (4), shutdown (7)"},
 		{[]string{"shutdown"}, 0, "configure", "from state finalized (4); available: none"},
+		{nil, 0, strings.Repeat("x", 1<<20), `transition "` + strings.Repeat("x", 64) + `... (1048576 bytes)" does not start`},
 	} {
 		m, r := newMachine(t, nil)
 		drive(t, m, tc.setup...)
