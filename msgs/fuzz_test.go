@@ -73,3 +73,25 @@ func FuzzDecodeDiagnosticArray(f *testing.F) {
 func FuzzDecodeTensor(f *testing.F) {
 	fuzzDecode[msgs.Tensor](f, "tensor_f32", "tensor_f16", "tensor_empty")
 }
+
+// --- lifecycle_msgs and rcl_interfaces (the service requests the node decodes)
+
+func FuzzDecodeChangeStateRequest(f *testing.F) {
+	fuzzDecode[msgs.ChangeStateRequest](f, "lc_change_state_request")
+}
+
+func FuzzDecodeListParametersRequest(f *testing.F) {
+	fuzzDecode[msgs.ListParametersRequest](f, "rcl_list_parameters_request")
+}
+
+func FuzzDecodeSetParametersRequest(f *testing.F) {
+	fuzzDecode[msgs.SetParametersRequest](f, "rcl_set_parameters_request")
+}
+
+func FuzzDecodeParameterDescriptor(f *testing.F) {
+	fuzzDecode[msgs.DescribeParametersResponse](f, "rcl_describe_parameters_response")
+}
+
+func FuzzDecodeParameterEvent(f *testing.F) {
+	fuzzDecode[msgs.ParameterEvent](f, "rcl_parameter_event")
+}

@@ -75,7 +75,7 @@ func samples() []sample {
 	for r := range actions {
 		actions[r].Values = seqF32(7, func(c int) float32 { return float32(r)*0.5 + float32(c)*0.0625 - 1 })
 	}
-	return []sample{
+	return append([]sample{
 		{"time", &msgs.Time{Sec: -1234567, Nanosec: 999999999}, func() cdrMessage { return &msgs.Time{} }},
 		{"header", &msgs.Header{Stamp: msgs.Time{Sec: 1700000000, Nanosec: 123456789}, FrameID: "camera_link"},
 			func() cdrMessage { return &msgs.Header{} }},
@@ -138,7 +138,7 @@ func samples() []sample {
 			Status: []msgs.DiagnosticStatus{statusWarn(), {Level: msgs.LevelOK, Name: "backend", Message: "ok"}},
 		}, func() cdrMessage { return &msgs.DiagnosticArray{} }},
 		{"diagnostic_array_empty", &msgs.DiagnosticArray{}, func() cdrMessage { return &msgs.DiagnosticArray{} }},
-	}
+	}, lifecycleAndParameterSamples()...)
 }
 
 func ptr[T any](v T) *T { return &v }

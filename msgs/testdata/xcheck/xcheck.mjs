@@ -40,6 +40,27 @@ function msgFiles() {
       }
     }
   }
+  // Services (deps/<pkg>/srv/<Srv>.srv): each is split at its "---" line into
+  // the messages <Srv>_Request and <Srv>_Response, as rosidl does. A part
+  // without fields gets rosidl's one member of an empty structure, so its
+  // bytes are those rmw puts on the wire.
+  for (const pkg of fs.readdirSync(deps)) {
+    const dir = path.join(deps, pkg, "srv");
+    if (!fs.existsSync(dir)) continue;
+    for (const f of fs.readdirSync(dir)) {
+      if (!f.endsWith(".srv")) continue;
+      const lines = fs.readFileSync(path.join(dir, f), "utf8").split("\n");
+      const cut = lines.findIndex((l) => l.trim() === "---");
+      if (cut < 0) throw new Error(`${pkg}/srv/${f} has no "---" line`);
+      const parts = [lines.slice(0, cut).join("\n"), lines.slice(cut + 1).join("\n")];
+      ["Request", "Response"].forEach((kind, i) => {
+        let text = parts[i];
+        const hasField = text.split("\n").some((l) => l.replace(/#.*/, "").trim() !== "");
+        if (!hasField) text = "uint8 structure_needs_at_least_one_member\n";
+        files.set(`${pkg}/${f.slice(0, -4)}_${kind}`, text);
+      });
+    }
+  }
   return files;
 }
 
@@ -168,7 +189,118 @@ export const samples = [
     status: [statusWarn, { level: 0, name: "backend", message: "ok", hardware_id: "", values: [] }],
   }],
   ["diagnostic_array_empty", "diagnostic_msgs/DiagnosticArray", {}],
+  ...lifecycleAndParameterSamples(),
 ];
+
+// --- lifecycle_msgs, rcl_interfaces, rosgraph_msgs (node/lifecycle, node/paramsrv)
+
+function lifecycleAndParameterSamples() {
+  const st = (id, label) => ({ id, label });
+  const inactive = st(2, "inactive");
+  const configuring = st(10, "configuring");
+  const desc = { transition: st(1, "configure"), start_state: st(1, "unconfigured"), goal_state: configuring };
+  const emptyValue = {
+    type: 0, bool_value: false, integer_value: 0n, double_value: 0, string_value: "",
+    byte_array_value: new Uint8Array(0), bool_array_value: [], integer_array_value: [],
+    double_array_value: [], string_array_value: [],
+  };
+  const v = (fields) => ({ ...emptyValue, ...fields });
+  const allKinds = v({
+    type: 8, bool_value: true, integer_value: -(1n << 40n) - 3n, double_value: -0.375, string_value: "cpu",
+    byte_array_value: new Uint8Array([0, 7, 255]), bool_array_value: [true, false, true],
+    integer_array_value: [1n, -2n, (1n << 62n) + 1n], double_array_value: [0.5, -1e300, 3],
+    string_array_value: ["a", "", "expert.steps"],
+  });
+  const params = [
+    { name: "steps", value: v({ type: 2, integer_value: 10n }) },
+    { name: "shift", value: v({ type: 3, double_value: 5 }) },
+    { name: "dry_run", value: v({ type: 1, bool_value: true }) },
+    { name: "backend", value: v({ type: 4, string_value: "htp" }) },
+    { name: "clip.low", value: v({ type: 8, double_array_value: [-1, -0.5] }) },
+  ];
+  const descriptor = {
+    name: "steps", type: 2, description: "denoise steps per chunk", additional_constraints: "",
+    read_only: false, dynamic_typing: false, floating_point_range: [],
+    integer_range: [{ from_value: 1n, to_value: 100n, step: 1n }],
+  };
+  const descriptorRO = {
+    name: "htp.context_binary", type: 4, description: "the QNN context binary",
+    additional_constraints: "change it with cleanup, then configure", read_only: true, dynamic_typing: false,
+    floating_point_range: [], integer_range: [],
+  };
+  const descriptorF = {
+    name: "shift", type: 3, description: "", additional_constraints: "", read_only: false,
+    dynamic_typing: true, floating_point_range: [{ from_value: 0.5, to_value: 20, step: 0 }], integer_range: [],
+  };
+  return [
+    ["lc_state", "lifecycle_msgs/State", inactive],
+    ["lc_transition", "lifecycle_msgs/Transition", st(3, "activate")],
+    ["lc_transition_description", "lifecycle_msgs/TransitionDescription", desc],
+    ["lc_transition_event", "lifecycle_msgs/TransitionEvent", {
+      timestamp: 1700000004000000123n, transition: st(10, "transition_success"),
+      start_state: configuring, goal_state: inactive,
+    }],
+    ["lc_change_state_request", "lifecycle_msgs/ChangeState_Request", { transition: st(0, "shutdown") }],
+    ["lc_change_state_response", "lifecycle_msgs/ChangeState_Response", { success: true }],
+    ["lc_get_state_request", "lifecycle_msgs/GetState_Request", { structure_needs_at_least_one_member: 0 }],
+    ["lc_get_state_response", "lifecycle_msgs/GetState_Response", { current_state: st(15, "errorprocessing") }],
+    ["lc_get_available_states_request", "lifecycle_msgs/GetAvailableStates_Request",
+      { structure_needs_at_least_one_member: 0 }],
+    ["lc_get_available_states_response", "lifecycle_msgs/GetAvailableStates_Response", {
+      available_states: [st(0, "unknown"), st(1, "unconfigured"), inactive],
+    }],
+    ["lc_get_available_transitions_request", "lifecycle_msgs/GetAvailableTransitions_Request",
+      { structure_needs_at_least_one_member: 0 }],
+    ["lc_get_available_transitions_response", "lifecycle_msgs/GetAvailableTransitions_Response", {
+      available_transitions: [desc, {
+        transition: st(5, "shutdown"), start_state: st(1, "unconfigured"), goal_state: st(12, "shuttingdown"),
+      }],
+    }],
+    ["lc_get_available_transitions_response_empty", "lifecycle_msgs/GetAvailableTransitions_Response",
+      { available_transitions: [] }],
+    ["rcl_parameter_value", "rcl_interfaces/ParameterValue", allKinds],
+    ["rcl_parameter_value_empty", "rcl_interfaces/ParameterValue", emptyValue],
+    ["rcl_parameter", "rcl_interfaces/Parameter", { name: "expert.steps", value: allKinds }],
+    ["rcl_floating_point_range", "rcl_interfaces/FloatingPointRange", { from_value: -1.5, to_value: 2.25, step: 0.25 }],
+    ["rcl_integer_range", "rcl_interfaces/IntegerRange", { from_value: -5n, to_value: 1n << 40n, step: 3n }],
+    ["rcl_parameter_descriptor", "rcl_interfaces/ParameterDescriptor", descriptor],
+    ["rcl_parameter_descriptor_float", "rcl_interfaces/ParameterDescriptor", descriptorF],
+    ["rcl_set_parameters_result", "rcl_interfaces/SetParametersResult", {
+      successful: false, reason: "htp.context_binary: change it with cleanup, then configure",
+    }],
+    ["rcl_list_parameters_result", "rcl_interfaces/ListParametersResult", {
+      names: ["steps", "clip.low", "clip.high"], prefixes: ["clip"],
+    }],
+    ["rcl_parameter_event", "rcl_interfaces/ParameterEvent", {
+      stamp: { sec: 1700000005, nanosec: 42 }, node: "/fastwam/action_expert",
+      new_parameters: [], changed_parameters: params.slice(0, 2), deleted_parameters: [],
+    }],
+    ["rcl_list_parameters_request", "rcl_interfaces/ListParameters_Request", { prefixes: ["clip", "htp"], depth: 1n }],
+    ["rcl_list_parameters_response", "rcl_interfaces/ListParameters_Response", {
+      result: { names: ["clip.high", "clip.low"], prefixes: ["clip"] },
+    }],
+    ["rcl_get_parameters_request", "rcl_interfaces/GetParameters_Request", { names: ["steps", "nope"] }],
+    ["rcl_get_parameters_response", "rcl_interfaces/GetParameters_Response", { values: params.map((p) => p.value) }],
+    ["rcl_get_parameter_types_request", "rcl_interfaces/GetParameterTypes_Request", { names: ["shift"] }],
+    ["rcl_get_parameter_types_response", "rcl_interfaces/GetParameterTypes_Response", {
+      types: new Uint8Array([2, 3, 1, 4, 8, 0]),
+    }],
+    ["rcl_set_parameters_request", "rcl_interfaces/SetParameters_Request", { parameters: params }],
+    ["rcl_set_parameters_response", "rcl_interfaces/SetParameters_Response", {
+      results: [{ successful: true, reason: "" }, { successful: false, reason: "read-only" }],
+    }],
+    ["rcl_set_parameters_atomically_request", "rcl_interfaces/SetParametersAtomically_Request",
+      { parameters: params.slice(3) }],
+    ["rcl_set_parameters_atomically_response", "rcl_interfaces/SetParametersAtomically_Response", {
+      result: { successful: true, reason: "" },
+    }],
+    ["rcl_describe_parameters_request", "rcl_interfaces/DescribeParameters_Request", { names: ["steps", "shift"] }],
+    ["rcl_describe_parameters_response", "rcl_interfaces/DescribeParameters_Response", {
+      descriptors: [descriptor, descriptorRO, descriptorF],
+    }],
+    ["rosgraph_clock", "rosgraph_msgs/Clock", { clock: { sec: 12, nanosec: 500000000 } }],
+  ];
+}
 
 function writeGolden(outDir) {
   const files = msgFiles();
