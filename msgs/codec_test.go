@@ -208,7 +208,7 @@ func TestHugeLengthsAllocateNothing(t *testing.T) {
 		"status": {append([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, 0xff, 0xff, 0xff, 0xff),
 			&msgs.DiagnosticArray{}},
 		"stamped": {append(bytes.Clone(golden(t, "stamped_action_empty")[:20]), 0xff, 0xff, 0xff, 0xff), &msgs.StampedAction{}},
-		"values": {[]byte{0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}, &msgs.ActionRow{}},
+		"values":  {[]byte{0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}, &msgs.ActionRow{}},
 	}
 	// Make "shape" claim 2^32-1 dimensions.
 	binary.LittleEndian.PutUint32(cases["shape"].data[32:], huge)
