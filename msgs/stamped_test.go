@@ -3,6 +3,10 @@ package msgs_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,5 +40,32 @@ func TestStampedActionHostile(t *testing.T) {
 	var m msgs.StampedAction
 	if err := m.UnmarshalCDR(good); err != nil || len(m.Values) != 7 || !m.Held || m.Row != 12 {
 		t.Fatalf("golden: %v %+v", err, m)
+	}
+}
+
+// TestCMakeListsGeneratesEveryMessage: colcon generates the type support of
+// exactly the messages in msg/, which the ROS nodes load by name.
+func TestCMakeListsGeneratesEveryMessage(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "CMakeLists.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`foreach\(_name ([A-Za-z ]+)\)`).FindSubmatch(text)
+	if m == nil {
+		t.Fatal("CMakeLists.txt has no foreach(_name ...) message list")
+	}
+	listed := strings.Fields(string(m[1]))
+	files, err := filepath.Glob(filepath.Join("msg", "*.msg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".msg"))
+	}
+	slices.Sort(listed)
+	slices.Sort(names)
+	if !slices.Equal(listed, names) {
+		t.Fatalf("CMakeLists.txt generates %v, msg/ holds %v", listed, names)
 	}
 }

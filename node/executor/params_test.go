@@ -170,3 +170,14 @@ func TestLaunchFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestCMakeListsBuildsTheExecutor: colcon builds and installs both nodes.
+func TestCMakeListsBuildsTheExecutor(t *testing.T) {
+	text, err := os.ReadFile("../../CMakeLists.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`foreach\(_bin fastwam_node fastwam_executor\)`).Match(text) {
+		t.Error("CMakeLists.txt does not build fastwam_executor beside fastwam_node")
+	}
+}
