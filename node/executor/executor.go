@@ -20,7 +20,8 @@
 // Chunks are hostile input: one that does not decode, whose dt is not a
 // positive number equal to control_period, whose stamp is invalid, whose
 // rows are empty, of the wrong width or not finite, that lies wholly in the
-// past or repeats one held, is refused with its reason (counted in the
+// past or starts more than its own length in the future, or that repeats
+// one held, is refused with its reason (counted in the
 // diagnostics, logged) and never executed.
 package executor
 
@@ -50,6 +51,7 @@ const (
 	DropWidth      DropReason = "width"       // a row's width is not action_dim
 	DropNonFinite  DropReason = "non_finite"  // a NaN or infinite value
 	DropStale      DropReason = "stale"       // every row's instant is already past
+	DropFuture     DropReason = "future"      // the first row's instant is more than a chunk's length ahead
 	DropDuplicate  DropReason = "duplicate"   // same stamp and seq as a chunk held
 	DropEvicted    DropReason = "evicted"     // an accepted chunk pushed out by newer ones (maxChunks)
 )
@@ -299,6 +301,13 @@ func (e *Executor) onChunk(data []byte) {
 	if c.row(now, e.p.ControlPeriod) >= int64(len(c.rows)) {
 		lastAt := c.stamp.Add(time.Duration(len(c.rows)-1) * e.p.ControlPeriod)
 		e.refuse(DropStale, m.Seq, "its last action was for %s, %v before now", lastAt.UTC().Format(time.RFC3339Nano), now.Sub(lastAt))
+		return
+	}
+	// A chunk far ahead (clocks out of step, or a hostile stamp) would be
+	// held without ever running and outlive the real ones at eviction.
+	if ahead := c.stamp.Sub(now); ahead > time.Duration(len(c.rows))*e.p.ControlPeriod {
+		e.refuse(DropFuture, m.Seq, "its first action is for %s, %v after now, more than its %d rows of %v (clocks out of step?)",
+			c.stamp.UTC().Format(time.RFC3339Nano), ahead, len(c.rows), e.p.ControlPeriod)
 		return
 	}
 

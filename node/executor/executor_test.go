@@ -328,6 +328,7 @@ func TestRefusedChunks(t *testing.T) {
 		{"NaN", DropNonFinite, "row 1 value 3 is NaN", func(m *msgs.ActionChunk) { m.Actions[1].Values[3] = float32(math.NaN()) }, nil},
 		{"Inf", DropNonFinite, "row 0 value 0 is -Inf", func(m *msgs.ActionChunk) { m.Actions[0].Values[0] = float32(math.Inf(-1)) }, nil},
 		{"stale", DropStale, "its last action was for", func(m *msgs.ActionChunk) { m.Header.Stamp = stampOf(at(-3)) }, nil},
+		{"future", DropFuture, "after now, more than its 3 rows of 50ms (clocks out of step?)", func(m *msgs.ActionChunk) { m.Header.Stamp = stampOf(at(14)) }, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
