@@ -109,11 +109,15 @@ func (r *rig) send(m *msgs.ActionChunk) {
 	}
 }
 
-// step executes instant k and returns the action published for it, if any.
+// step moves the clock to instant k (when it is behind), executes the
+// instant and returns the action published for it, if any.
 func (r *rig) step(k int) (msgs.StampedAction, bool) {
 	r.mu.Lock()
 	n := len(r.actions)
 	r.mu.Unlock()
+	if d := at(k).Sub(r.clock.Now()); d > 0 {
+		r.clock.Advance(d) // the clock reads the instant executed, as under Run
+	}
 	r.e.Step(at(k))
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -226,6 +230,7 @@ func TestWeightedAverage(t *testing.T) {
 		{1, 4},                           // w = 1 is latest
 	} {
 		r := newRig(t, func(p *Params) { p.Aggregation = AggregateWeighted; p.AggregationWeight = c.w; p.ActionDim = 1 })
+		r.clock.Advance(2 * period)
 		r.send(chunkMsg(3, at(2), [][]float32{{4}}))
 		r.send(chunkMsg(2, at(1), [][]float32{{9}, {2}}))
 		r.send(chunkMsg(1, at(0), [][]float32{{9}, {9}, {1}}))
