@@ -130,9 +130,11 @@ type Executor struct {
 	jumps       []float64
 	jumpNext    int // ring position once jumps is full
 
+	// Step's buffers, reused: no allocation per control instant.
 	out msgs.StampedAction
 	buf []byte
 	agg []float64
+	cov []*chunk // guarded by mu
 }
 
 // Publisher is the node.Publisher the executor publishes with.
@@ -354,12 +356,13 @@ func (e *Executor) Step(t time.Time) {
 	e.mu.Lock()
 	// Chunks whose every row is past t can no longer be executed.
 	e.chunks = slices.DeleteFunc(e.chunks, func(c *chunk) bool { return c.row(t, period) >= int64(len(c.rows)) })
-	var covering []*chunk
+	covering := e.cov[:0]
 	for _, c := range e.chunks {
 		if c.covers(t, period) {
 			covering = append(covering, c)
 		}
 	}
+	e.cov = covering
 	stamp := msgs.Time{Sec: int32(t.Unix()), Nanosec: uint32(t.Nanosecond())}
 	if len(covering) == 0 {
 		if !e.hasLast {
