@@ -207,7 +207,8 @@ func TestHugeLengthsAllocateNothing(t *testing.T) {
 		"rows":  {append(bytes.Clone(golden(t, "action_chunk_empty")[:44]), 0xff, 0xff, 0xff, 0xff), &msgs.ActionChunk{}},
 		"status": {append([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, 0xff, 0xff, 0xff, 0xff),
 			&msgs.DiagnosticArray{}},
-		"values": {[]byte{0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}, &msgs.ActionRow{}},
+		"stamped": {append(bytes.Clone(golden(t, "stamped_action_empty")[:20]), 0xff, 0xff, 0xff, 0xff), &msgs.StampedAction{}},
+		"values":  {[]byte{0, 1, 0, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4}, &msgs.ActionRow{}},
 	}
 	// Make "shape" claim 2^32-1 dimensions.
 	binary.LittleEndian.PutUint32(cases["shape"].data[32:], huge)

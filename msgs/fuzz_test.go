@@ -66,6 +66,10 @@ func FuzzDecodeActionChunk(f *testing.F) {
 	fuzzDecode[msgs.ActionChunk](f, "action_chunk", "action_chunk_empty")
 }
 
+func FuzzDecodeStampedAction(f *testing.F) {
+	fuzzDecode[msgs.StampedAction](f, "stamped_action", "stamped_action_empty")
+}
+
 func FuzzDecodeDiagnosticArray(f *testing.F) {
 	fuzzDecode[msgs.DiagnosticArray](f, "diagnostic_array", "diagnostic_array_empty")
 }

@@ -131,6 +131,15 @@ func samples() []sample {
 			RTCMaxGuidance:     5,
 		}, func() cdrMessage { return &msgs.ActionChunk{} }},
 		{"action_chunk_empty", &msgs.ActionChunk{}, func() cdrMessage { return &msgs.ActionChunk{} }},
+		{"stamped_action", &msgs.StampedAction{
+			Header:     msgs.Header{Stamp: msgs.Time{Sec: 1700000004, Nanosec: 50000000}, FrameID: "base_link"},
+			Values:     []float32{0.5, -0.25, 0.125, 0, -1.5, 2, 0.0625},
+			ChunkSeq:   1<<33 + 3,
+			Row:        12,
+			Aggregated: 2,
+			Held:       true,
+		}, func() cdrMessage { return &msgs.StampedAction{} }},
+		{"stamped_action_empty", &msgs.StampedAction{}, func() cdrMessage { return &msgs.StampedAction{} }},
 		{"key_value", &msgs.KeyValue{Key: "fps", Value: "30.0"}, func() cdrMessage { return &msgs.KeyValue{} }},
 		{"diagnostic_status", ptr(statusWarn()), func() cdrMessage { return &msgs.DiagnosticStatus{} }},
 		{"diagnostic_array", &msgs.DiagnosticArray{

@@ -67,12 +67,13 @@ func TestDefinitionText(t *testing.T) {
 		msgs.TypeActionRow: readMsg(t, "msg/ActionRow.msg"),
 		msgs.TypeActionChunk: readMsg(t, "msg/ActionChunk.msg") +
 			section("fastwam_action_expert/ActionRow") + readMsg(t, "msg/ActionRow.msg") + headerAndTime,
+		msgs.TypeStampedAction: readMsg(t, "msg/StampedAction.msg") + headerAndTime,
 		msgs.TypeDiagnosticArray: readMsg(t, "deps/diagnostic_msgs/msg/DiagnosticArray.msg") +
 			section("diagnostic_msgs/DiagnosticStatus") + readMsg(t, "deps/diagnostic_msgs/msg/DiagnosticStatus.msg") +
 			section("diagnostic_msgs/KeyValue") + readMsg(t, "deps/diagnostic_msgs/msg/KeyValue.msg") + headerAndTime,
 		"std_msgs/msg/Header": header + section("builtin_interfaces/Time") + time,
 	}
-	if len(msgs.Types()) != 6 {
+	if len(msgs.Types()) != 7 {
 		t.Fatalf("Types() = %v", msgs.Types())
 	}
 	for _, typ := range msgs.Types() {

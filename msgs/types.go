@@ -12,6 +12,7 @@ const (
 	TypeTextContext     = Package + "/msg/TextContext"
 	TypeActionRow       = Package + "/msg/ActionRow"
 	TypeActionChunk     = Package + "/msg/ActionChunk"
+	TypeStampedAction   = Package + "/msg/StampedAction"
 	TypeDiagnosticArray = "diagnostic_msgs/msg/DiagnosticArray"
 )
 
@@ -101,6 +102,19 @@ type ActionChunk struct {
 	RTCHorizon     uint32
 	RTCSchedule    string
 	RTCMaxGuidance float32
+}
+
+// StampedAction is fastwam_action_expert/StampedAction: one action of the
+// chunk executor, for the instant Header.Stamp.
+type StampedAction struct {
+	Header Header
+	Values []float32
+
+	ChunkSeq   uint64 // seq of the newest chunk covering the instant
+	Row        uint32 // that chunk's row for the instant
+	Aggregated uint32 // chunks whose rows were combined
+
+	Held bool // starvation: the last action repeated
 }
 
 // Diagnostic levels of diagnostic_msgs/DiagnosticStatus.

@@ -182,6 +182,15 @@ export const samples = [
     rtc_max_guidance: 5,
   }],
   ["action_chunk_empty", `${PKG}/ActionChunk`, {}],
+  ["stamped_action", `${PKG}/StampedAction`, {
+    header: { stamp: { sec: 1700000004, nanosec: 50000000 }, frame_id: "base_link" },
+    values: [0.5, -0.25, 0.125, 0, -1.5, 2, 0.0625],
+    chunk_seq: (1n << 33n) + 3n,
+    row: 12,
+    aggregated: 2,
+    held: true,
+  }],
+  ["stamped_action_empty", `${PKG}/StampedAction`, {}],
   ["key_value", "diagnostic_msgs/KeyValue", { key: "fps", value: "30.0" }],
   ["diagnostic_status", "diagnostic_msgs/DiagnosticStatus", statusWarn],
   ["diagnostic_array", "diagnostic_msgs/DiagnosticArray", {

@@ -1,0 +1,22 @@
+//go:build !rclgo
+
+// Command fastwam_executor is the Fast-WAM chunk executor ROS 2 node. This
+// build has no ROS 2 support: the node needs rclgo, which compiles only
+// against a ROS 2 Humble installation. Rebuild it with the build tag:
+//
+//	source /opt/ros/humble/setup.bash
+//	go build -tags rclgo ./cmd/fastwam_executor
+//
+// The executor itself (package node/executor) runs without ROS on the
+// in-process transport, as in the tests and `fastwam` simulations.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	fmt.Fprintln(os.Stderr, "fastwam_executor was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_executor` against a sourced ROS 2 Humble")
+	os.Exit(1)
+}

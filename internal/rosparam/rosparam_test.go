@@ -1,0 +1,180 @@
+package rosparam
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// toy is a configuration with one parameter of each declared type.
+type toy struct {
+	Name  string
+	Count int64
+	Rate  float64
+	On    bool
+	Bound []float64
+}
+
+func setToy(p *toy, name string, v Value) error {
+	types := map[string]Type{"name": String, "count": Integer, "rate": Double, "on": Bool, "group.bound": DoubleArray}
+	t, ok := types[name]
+	if !ok {
+		return fmt.Errorf("unknown parameter %q", name)
+	}
+	cv, err := v.Convert(t)
+	if err != nil {
+		return fmt.Errorf("parameter %q: %w", name, err)
+	}
+	switch name {
+	case "name":
+		p.Name = cv.Str
+	case "count":
+		if cv.Int < 0 {
+			return fmt.Errorf("parameter %q: must not be negative, got %d", name, cv.Int)
+		}
+		p.Count = cv.Int
+	case "rate":
+		p.Rate = cv.Double
+	case "on":
+		p.On = cv.Bool
+	case "group.bound":
+		p.Bound = cv.Doubles
+	}
+	return nil
+}
+
+func (p toy) entries() []Entry {
+	return []Entry{
+		{"name", "a string", p.Name}, {"count", "an integer", p.Count}, {"rate", "a double", p.Rate},
+		{"on", "a bool", p.On}, {"group.bound", "doubles", append([]float64{}, p.Bound...)},
+	}
+}
+
+func TestApplyROSArgs(t *testing.T) {
+	var p toy
+	args := []string{"prog", "-p", "ignored:=1", "--ros-args", "-r", "__node:=x", "-p", "name:=abc",
+		"--param", "/other:count:=9", "-p", "/ns/exec:count:=4", "-p", "rate:=2", "-p", "group.bound:=[1, 2.5]",
+		"--", "-p", "on:=true"}
+	if err := ApplyROSArgs(&p, setToy, args, "/ns/exec"); err != nil {
+		t.Fatal(err)
+	}
+	want := toy{Name: "abc", Count: 4, Rate: 2, Bound: []float64{1, 2.5}}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("got %+v, want %+v", p, want)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--ros-args -p count:=x", `-p count:=x: parameter "count": expected integer, got string "x"`},
+		{"--ros-args -p count", "-p count: a parameter rule has the form name:=value"},
+		{"--ros-args -p :=1", "a parameter rule has the form name:=value"},
+		{"--ros-args -p", "ROS argument -p needs a value"},
+		{"--ros-args --params-file", "ROS argument --params-file needs a value"},
+		{"--ros-args -p nope:=1", `unknown parameter "nope"`},
+		{"--ros-args -p rate:=[1", `parameter "rate": value "[1" is not valid YAML`},
+	} {
+		var q toy
+		err := ApplyROSArgs(&q, setToy, strings.Fields(c.args), "/exec")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestParamsFileIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	// name applies, then count fails: nothing must stay applied.
+	if err := os.WriteFile(bad, []byte("/**:\n  ros__parameters:\n    name: x\n    count: -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := toy{Name: "keep"}
+	err := ApplyROSArgs(&p, setToy, []string{"--ros-args", "--params-file", bad}, "/exec")
+	if err == nil || !strings.Contains(err.Error(), "line 4: /**: parameter \"count\": must not be negative") {
+		t.Fatalf("error %v", err)
+	}
+	if p.Name != "keep" {
+		t.Fatalf("a failed file changed the configuration: %+v", p)
+	}
+	if err := ApplyParamsFile(&p, setToy, filepath.Join(dir, "missing.yaml"), "/exec"); err == nil ||
+		!strings.HasPrefix(err.Error(), "params file: ") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestParamsFileSections(t *testing.T) {
+	text := `
+other:
+  ros__parameters:
+    name: "not me"
+    unknown_here_is_fine: 1
+ns:
+  exec:
+    ros__parameters:
+      count: 3
+/**:
+  ros__parameters:
+    group:
+      bound: 2
+`
+	var p toy
+	if err := ApplyParamsYAML(&p, setToy, []byte(text), "/ns/exec"); err != nil {
+		t.Fatal(err)
+	}
+	if want := (toy{Count: 3, Bound: []float64{2}}); !reflect.DeepEqual(p, want) {
+		t.Fatalf("got %+v, want %+v", p, want)
+	}
+	for text, want := range map[string]string{
+		"":                                  "empty",
+		"[1, 2]":                            "expected a map of node names",
+		"ros__parameters: {}":               "ros__parameters must be under a node name",
+		"a: 1":                              `"a": expected a map holding ros__parameters`,
+		"a:\n  ros__parameters: 1":          "/a: ros__parameters must be a map",
+		"a:\n  ros__parameters: {}\n  b: 1": `unexpected key "b" beside ros__parameters`,
+		"other:\n  ros__parameters:\n    x: {y: [ {z: 1} ]}": `/other: parameter "x.y": line 3: array element 0 must be a scalar`,
+		"a: [": "not valid YAML",
+	} {
+		var q toy
+		err := ApplyParamsYAML(&q, setToy, []byte(text), "/exec")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error containing %q", text, err, want)
+		}
+	}
+}
+
+func TestParamsYAMLRoundTrip(t *testing.T) {
+	for _, p := range []toy{{Name: `a "q" b`, Count: -0, Rate: 3, On: true, Bound: []float64{-1, 0.5}}, {}} {
+		text := ParamsYAML("/**", p.entries())
+		q := toy{Bound: []float64{7}}
+		if len(p.Bound) == 0 {
+			p.Bound = q.Bound // an empty array is a comment: the old value stays
+		}
+		if err := ApplyParamsYAML(&q, setToy, text, "/exec"); err != nil {
+			t.Fatalf("%v\n%s", err, text)
+		}
+		if !reflect.DeepEqual(p, q) {
+			t.Errorf("round trip: %+v, want %+v\n%s", q, p, text)
+		}
+	}
+	if got := FormatValue(3.0); got != "3.0" {
+		t.Errorf("FormatValue(3.0) = %q: a double must keep its decimal point", got)
+	}
+}
+
+func TestMatchNodeNameAndClosest(t *testing.T) {
+	for _, c := range []struct {
+		pattern, fqn string
+		want         bool
+	}{{"/**", "/a/b", true}, {"a", "/ns/a", false}, {"/*/a", "/ns/a", true}, {"/**/a", "/x/y/b", false}} {
+		if got := MatchNodeName(c.pattern, c.fqn); got != c.want {
+			t.Errorf("MatchNodeName(%q, %q) = %v", c.pattern, c.fqn, got)
+		}
+	}
+	if got := Closest("contrl_period", []string{"control_period", "aggregation"}); got != "control_period" {
+		t.Errorf("Closest = %q", got)
+	}
+	if got := Closest("zzzzzzzz", []string{"control_period"}); got != "" {
+		t.Errorf("Closest of an unrelated name = %q", got)
+	}
+}

@@ -1,0 +1,183 @@
+package executor
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fastwam/actionexpert/node"
+)
+
+const fqn = "/fastwam_executor"
+
+func TestDefaultParamsValidate(t *testing.T) {
+	p := DefaultParams()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p.ControlPeriod != 50*time.Millisecond || p.AggregationWeight != 0.7 || p.Aggregation != AggregateLatest ||
+		p.OnStarvation != StarveHold || p.ActionDim != 7 || p.Topics.Chunks != "action_chunk" || p.Topics.Action != "action" {
+		t.Fatalf("defaults %+v", p)
+	}
+}
+
+func TestLoadParams(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	text := "fastwam_executor:\n  ros__parameters:\n    aggregation: weighted_average\n    qos:\n      action:\n        depth: 3\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadParams([]string{"--ros-args", "--params-file", file, "-p", "control_period:=0.1",
+		"-p", "aggregation_weight:=0.25", "-p", "other_node:action_dim:=3", "-p", "on_starvation:=stop", "-p", "action_dim:=0"}, fqn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultParams()
+	want.Aggregation, want.ControlPeriod, want.AggregationWeight, want.OnStarvation, want.ActionDim = AggregateWeighted, 100*time.Millisecond, 0.25, StarveStop, 0
+	want.QoS.Action.Depth = 3
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("got %+v\nwant %+v", p, want)
+	}
+}
+
+func TestParamErrors(t *testing.T) {
+	for rule, want := range map[string]string{
+		"control_period:=0":            `parameter "control_period": must be a number of seconds in [0.001, 60], got 0`,
+		"control_period:=.nan":         `must be a number of seconds in [0.001, 60], got NaN`,
+		"control_period:=fast":         `parameter "control_period": expected double, got string "fast"`,
+		"aggregation:=median":          `parameter "aggregation": must be one of "latest", "average", "weighted_average", got "median"`,
+		"aggregation_weight:=0":        `parameter "aggregation_weight": must be in (0, 1], got 0`,
+		"aggregation_weight:=1.5":      `must be in (0, 1], got 1.5`,
+		"on_starvation:=coast":         `must be one of "hold", "stop", got "coast"`,
+		"action_dim:=-1":               `parameter "action_dim": must be in [0, 65536], got -1`,
+		"action_dim:=7.0":              `expected integer, got double 7.0`,
+		"qos.action.reliability:=sure": `must be "reliable" or "best_effort", got "sure"`,
+		"qos.action_chunk.depth:=0":    `must be in [1, 1000], got 0`,
+		"shutdown_grace:=0":            `must be a number of seconds in [0.01, `,
+		"contrl_period:=0.05":          `unknown parameter "contrl_period" of the executor (did you mean "control_period"?)`,
+		"topics.action:=":              `parameter "topics.action" must not be empty`,
+		"topics.action:=action_chunk":  `name the same topic "action_chunk"`,
+		"use_sim_time:=true":           `"use_sim_time" is true, but the executor runs on the system clock only`,
+		"diagnostics_period:=100":      `parameter "diagnostics_period": must be a number of seconds in [0.001, 60], got 100`,
+	} {
+		_, err := LoadParams([]string{"--ros-args", "-p", rule}, fqn)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error containing %q", rule, err, want)
+		}
+	}
+}
+
+func TestEveryDefaultSetsItself(t *testing.T) {
+	p := DefaultParams()
+	for _, d := range paramDefs() {
+		if d.doc == "" {
+			t.Errorf("parameter %q has no description", d.name)
+		}
+		text := string(bytes.TrimSpace(p.ParamsYAML("/**")))
+		if !strings.Contains(text, " "+d.name[strings.LastIndex(d.name, ".")+1:]+":") {
+			t.Errorf("%s missing from the params YAML", d.name)
+		}
+	}
+	q := DefaultParams()
+	q.Aggregation, q.ControlPeriod, q.Topics.Action = AggregateAverage, 20*time.Millisecond, "/arm/action"
+	for _, p := range []Params{DefaultParams(), q} {
+		r := DefaultParams()
+		if err := r.ApplyParamsYAML(p.ParamsYAML("/**"), fqn); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p, r) {
+			t.Errorf("round trip:\n%+v\n%+v", p, r)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite launch/executor.params.yaml from the defaults")
+
+const paramsHeader = `# Parameters of the Fast-WAM chunk executor (fastwam_executor, package
+# fastwam_action_expert) with their defaults. The executor launch files read
+# this file first (params_file:=... names another one).
+#
+# Generated from package node/executor: go test ./node/executor -run TestLaunchFiles -update
+`
+
+// TestLaunchFiles keeps launch/executor.* in step with the parameters: the
+// params file is the rendering of the defaults, and both launch files
+// declare every parameter as an argument.
+func TestLaunchFiles(t *testing.T) {
+	p := DefaultParams()
+	want := append([]byte(paramsHeader), p.ParamsYAML("/**")...)
+	const path = "../../launch/executor.params.yaml"
+	if *update {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not the rendering of DefaultParams; run go test ./node/executor -run TestLaunchFiles -update", path)
+	}
+	// The action expert's params file is not for the executor, and the
+	// other way round: each launch file passes its own.
+	np := node.DefaultParams()
+	if err := np.ApplyParamsYAML(got, "/fastwam_action_expert"); err == nil {
+		t.Errorf("the action expert accepted the executor's params file")
+	}
+
+	names := ParamNames()
+	for _, f := range []struct {
+		path string
+		re   *regexp.Regexp
+	}{
+		{"../../launch/executor.launch.py", regexp.MustCompile(`(?m)^    \("([^"]+)", "`)},
+		{"../../launch/executor.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" default="" description=`)},
+		{"../../launch/executor.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" value="\$\(var ([^)]+)\)"/>`)},
+	} {
+		text, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, m := range f.re.FindAllStringSubmatch(string(text), -1) {
+			if len(m) > 2 && m[1] != m[2] {
+				t.Errorf("%s passes $(var %s) as %s", f.path, m[2], m[1])
+			}
+			if slices.Contains(names, m[1]) {
+				found = append(found, m[1])
+			} else if !slices.Contains([]string{"params_file", "node_name", "namespace", "log_level"}, m[1]) {
+				t.Errorf("%s declares %q, which is not a parameter", f.path, m[1])
+			}
+		}
+		slices.Sort(found)
+		if !slices.Equal(found, names) {
+			t.Errorf("%s declares parameters %v, want %v", f.path, found, names)
+		}
+	}
+	for _, f := range []string{"../../launch/executor.launch.py"} {
+		text, _ := os.ReadFile(f)
+		if !strings.Contains(string(text), "executable='fastwam_executor'") || !strings.Contains(string(text), "executor.params.yaml") {
+			t.Errorf("%s does not start fastwam_executor with executor.params.yaml", f)
+		}
+	}
+}
+
+// TestCMakeListsBuildsTheExecutor: colcon builds and installs both nodes.
+func TestCMakeListsBuildsTheExecutor(t *testing.T) {
+	text, err := os.ReadFile("../../CMakeLists.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`foreach\(_bin fastwam_node fastwam_executor\)`).Match(text) {
+		t.Error("CMakeLists.txt does not build fastwam_executor beside fastwam_node")
+	}
+}
