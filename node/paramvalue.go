@@ -78,6 +78,17 @@ func (v value) convert(k paramKind) (value, error) {
 		if v.kind != valString {
 			return bad()
 		}
+	case kindIntOrAuto:
+		if v.kind != valInt && v.kind != valString {
+			return bad()
+		}
+	case kindStringOff:
+		if v.kind != valString && (v.kind != valBool || v.b) {
+			if v.kind == valBool {
+				return value{}, fmt.Errorf("expected a string, got bool %s (only an unquoted off, read as false, stands for \"off\")", v.text)
+			}
+			return bad()
+		}
 	case kindDoubleArray:
 		switch v.kind {
 		case valInt:
