@@ -67,7 +67,9 @@ type Report struct {
 }
 
 // buildReport matches produced chunks with recorded ones by stamp.
-func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, interrupted bool) *Report {
+// planErrs holds, by stamp, why a recorded chunk's RTC plan could not be
+// rebuilt: those rows fail.
+func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, planErrs map[int64]error, interrupted bool) *Report {
 	rep := &Report{
 		Bag: rec.Path, BackendInfo: o.BackendInfo, Params: o.Params,
 		TotalInputs: rec.KVCount, Recorded: len(rec.Recorded), Interrupted: interrupted,
@@ -131,6 +133,9 @@ func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedIn
 			note = in.note
 		}
 		r.judge(o.MinCosine, o.MaxAbsErr, note, fed[k] != nil && fed[k].isKV)
+		if err := planErrs[k]; err != nil && r.Recorded != nil {
+			r.Status, r.Note = StatusMismatch, join("recorded rtc fields: "+err.Error(), r.Note)
+		}
 		rep.Rows = append(rep.Rows, *r)
 	}
 	return rep
@@ -163,6 +168,9 @@ func (r *Row) judge(minCos, maxErr float64, note string, inputFed bool) {
 		if rc.NoiseSeed != p.NoiseSeed || rc.Steps != p.Steps || rc.Shift != p.Shift {
 			why = append(why, fmt.Sprintf("recorded with seed %d, %d steps, shift %g; replayed with seed %d, %d steps, shift %g",
 				rc.NoiseSeed, rc.Steps, rc.Shift, p.NoiseSeed, p.Steps, p.Shift))
+		}
+		if rc.RTCMode != p.RTCMode && !(rc.RTCMode == "" && p.RTCMode == "off") {
+			why = append(why, fmt.Sprintf("recorded rtc_mode %q, replayed %q", rc.RTCMode, p.RTCMode))
 		}
 		r.Note = strings.Join(why, "; ")
 	case r.Recorded != nil:
