@@ -265,7 +265,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.printf("bag      %s\n", r.Bag)
 	ew.printf("topics   %s + %s -> %s (%d inputs, %d recorded chunks)\n", p.Topics.KVCache, p.Topics.Context, p.Topics.Actions, r.TotalInputs, r.Recorded)
 	ew.printf("backend  %s\n", r.BackendInfo)
-	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy)
+	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s, control period %v\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy, p.ControlPeriod)
+	if tied := r.recordedTied(); tied > 0 {
+		ew.printf("rtc      %d recorded chunks tied to their predecessor, rebuilt from their rtc_ fields and the recorded previous chunk\n", tied)
+	}
 	gate := fmt.Sprintf("cosine >= %g", r.MinCosine)
 	if r.MaxAbsErr > 0 {
 		gate += fmt.Sprintf(" and max |err| <= %g", r.MaxAbsErr)
@@ -320,6 +323,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.printf("%s\n", r.summary())
 	return ew.err
+}
+
+// recordedTied counts the compared recorded chunks with an rtc_mode other
+// than off.
+func (r *Report) recordedTied() int {
+	n := 0
+	for _, row := range r.Rows {
+		if row.Recorded != nil && row.Recorded.Chunk.RTCMode != "" && row.Recorded.Chunk.RTCMode != "off" {
+			n++
+		}
+	}
+	return n
 }
 
 // summary is the last line of the table: the gate's verdict.

@@ -76,6 +76,13 @@ func TestReplayGuidedBag(t *testing.T) {
 	if rep.Compared() != regressionChunks {
 		t.Fatalf("%d chunks compared, want %d", rep.Compared(), regressionChunks)
 	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "rtc      7 recorded chunks tied to their predecessor") {
+		t.Errorf("the table does not say the chunks were tied:\n%s", table.String())
+	}
 	for i, r := range rep.Rows {
 		if r.Status != replay.StatusOK || r.MaxAbsErr != 0 {
 			t.Errorf("row %d: %s (%s), max |err| %v; want bit for bit", i, r.Status, r.Note, r.MaxAbsErr)
