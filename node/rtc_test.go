@@ -328,6 +328,15 @@ func TestRTCPlanHook(t *testing.T) {
 			bad := plan
 			bad.Shift = d.ActionTokens
 			return bad, true
+		case 4:
+			bad := plan
+			bad.Prev = prev[:10]
+			return bad, true
+		case 5:
+			bad := plan
+			bad.Prev = append([]float32(nil), prev...)
+			bad.Prev[3*d.ActionDim+1] = float32(math.NaN())
+			return bad, true
 		}
 		return RTCPlan{}, false
 	}
@@ -347,19 +356,40 @@ func TestRTCPlanHook(t *testing.T) {
 	if m.RTCMode != "guided" || m.RTCPrevSeq != 41 || m.RTCShift != 3 || m.RTCDelay != 2 || m.RTCHorizon != 6 || m.RTCSchedule != "exp" || m.RTCMaxGuidance != 1 {
 		t.Errorf("rtc fields %+v", m)
 	}
-	h.send(makeInputs(d, 2, time.Unix(1_700_000_001, 0)))
-	waitFor(t, "the failed chunk", func() bool { return h.node.Stats().Failed == 1 })
-	if s := h.node.Stats(); s.RejectedPairs != 0 {
-		t.Errorf("a bad plan was counted as a rejected input: %+v", s.Rejected)
-	}
-	if h.log.count("rtc plan of kv_seq 2", "rtc shift 32") != 1 {
-		t.Errorf("log lacks the plan's error:\n%s", h.log)
-	}
-	// Without a plan the node's own state decides: no predecessor yet
-	// (the hook's chunk is the predecessor only in rtc mode; here off).
-	h.send(makeInputs(d, 3, time.Unix(1_700_000_002, 0)))
+	// Without a plan the node's own state decides (rtc.mode off here).
+	h.send(makeInputs(d, 3, time.Unix(1_700_000_000, 500)))
 	if m := h.waitChunk(); m.RTCMode != "off" {
 		t.Errorf("chunk without a plan: rtc_mode %q, want off", m.RTCMode)
+	}
+	h.send(makeInputs(d, 2, time.Unix(1_700_000_001, 0)))
+	waitFor(t, "the failed chunk", func() bool { return h.node.Stats().Failed == 1 })
+	if h.log.count("rtc plan of kv_seq 2", "rtc shift 32: want 0 to 31") != 1 {
+		t.Errorf("log lacks the plan's error:\n%s", h.log)
+	}
+	h.send(makeInputs(d, 4, time.Unix(1_700_000_001, 500)))
+	h.send(makeInputs(d, 5, time.Unix(1_700_000_001, 600)))
+	waitFor(t, "the failed chunks", func() bool { return h.node.Stats().Failed == 3 })
+	if s := h.node.Stats(); s.RejectedPairs != 0 || s.Out != 2 {
+		t.Errorf("bad plans: %d rejected pairs (%v), %d published; want 0 and 2", s.RejectedPairs, s.Rejected, s.Out)
+	}
+	h.stop()
+	// Only the first failure of a run is logged; the counts above cover
+	// the others. Their errors are checked on the state directly.
+	r := newRTCState(p, d)
+	for _, c := range []struct {
+		pl   RTCPlan
+		want string
+	}{
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev[:10], Horizon: 6}, "has 10 action values, want 224"},
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 0}, "rtc horizon 0: want 1 to 32"},
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Delay: 7}, "rtc delay 7: want 0 to the horizon 6"},
+		{RTCPlan{Mode: 9, Prev: prev, Horizon: 6}, "rtc mode RTCMode(9)"},
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Schedule: 9}, "mask schedule"},
+	} {
+		r.plan = c.pl
+		if _, err := r.build(expert.Noise(1, d.LatentLen())); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan %+v: %v, want an error containing %q", c.pl, err, c.want)
+		}
 	}
 }
 
