@@ -366,9 +366,11 @@ func TestRTCPlanHook(t *testing.T) {
 	if h.log.count("rtc plan of kv_seq 2", "rtc shift 32: want 0 to 31") != 1 {
 		t.Errorf("log lacks the plan's error:\n%s", h.log)
 	}
+	// One at a time: the worker's slot keeps the newest pair only.
 	h.send(makeInputs(d, 4, time.Unix(1_700_000_001, 500)))
+	waitFor(t, "the second failed chunk", func() bool { return h.node.Stats().Failed == 2 })
 	h.send(makeInputs(d, 5, time.Unix(1_700_000_001, 600)))
-	waitFor(t, "the failed chunks", func() bool { return h.node.Stats().Failed == 3 })
+	waitFor(t, "the third failed chunk", func() bool { return h.node.Stats().Failed == 3 })
 	if s := h.node.Stats(); s.RejectedPairs != 0 || s.Out != 2 {
 		t.Errorf("bad plans: %d rejected pairs (%v), %d published; want 0 and 2", s.RejectedPairs, s.Rejected, s.Out)
 	}
