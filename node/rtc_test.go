@@ -457,3 +457,31 @@ func TestRTCParameterErrors(t *testing.T) {
 		t.Errorf("horizon 33 of 32 action tokens: %v", err)
 	}
 }
+
+// BenchmarkRTCPlan is the worker's per-chunk RTC work at the released
+// contract (32 x 7 actions): the auto delay's p95 over a full latency
+// window, the shift, the prefix weights and the target rows.
+//
+//	go test -run '^$' -bench RTCPlan -benchmem ./node/
+func BenchmarkRTCPlan(b *testing.B) {
+	d := expert.FullDims()
+	p := testParams()
+	p.RTC.Mode = expert.RTCGuided
+	st := newStats()
+	for i := range windowSize {
+		st.published(0, time.Duration(i*37%windowSize)*time.Millisecond, 0, false, false, &RTCPlan{}) // unsorted
+	}
+	r := newRTCState(p, d)
+	x := expert.Noise(1, d.LatentLen())
+	t0 := time.Unix(1_700_000_000, 0)
+	b.ReportAllocs()
+	for i := range b.N {
+		r.published(t0, uint64(i), x)
+		if _, reset := r.choose(t0.Add(100*time.Millisecond), st); reset {
+			b.Fatal("reset")
+		}
+		if _, err := r.build(x); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
