@@ -126,6 +126,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	}
 	kv = append(kv, msgs.KeyValue{Key: "input_age_ms.last", Value: age})
 	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
+	kv = n.appendRTC(kv, s)
 	n.mu.Lock()
 	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(n.pairer.waiting())})
 	n.mu.Unlock()
@@ -154,6 +155,31 @@ func appendQuantiles(kv []msgs.KeyValue, name string, q Quantiles) []msgs.KeyVal
 		msgs.KeyValue{Key: name + ".p50", Value: msf(q.P50)},
 		msgs.KeyValue{Key: name + ".p95", Value: msf(q.P95)},
 		msgs.KeyValue{Key: name + ".max", Value: msf(q.Max)})
+}
+
+// appendRTC adds the real-time chunking state: the parameters, the chunks
+// tied to their predecessor, the resets by reason and s and d of the last
+// tied chunk. They are reported in every state of the node.
+func (n *Node) appendRTC(kv []msgs.KeyValue, s Snapshot) []msgs.KeyValue {
+	delay := "auto"
+	if n.p.RTC.InferenceDelay != AutoDelay {
+		delay = strconv.Itoa(n.p.RTC.InferenceDelay)
+	}
+	kv = append(kv,
+		msgs.KeyValue{Key: "control_period", Value: strconv.FormatFloat(n.p.ControlPeriod.Seconds(), 'g', -1, 64)},
+		msgs.KeyValue{Key: "rtc.mode", Value: n.p.RTC.Mode.String()},
+		msgs.KeyValue{Key: "rtc.inference_delay", Value: delay},
+		msgs.KeyValue{Key: "rtc.execution_horizon", Value: strconv.Itoa(n.p.RTC.ExecutionHorizon)},
+		msgs.KeyValue{Key: "rtc.chunks", Value: u(s.RTCChunks)},
+		msgs.KeyValue{Key: "rtc.resets", Value: u(s.TotalRTCResets())})
+	for _, r := range rtcResets() {
+		kv = append(kv, msgs.KeyValue{Key: "rtc.resets." + string(r), Value: u(s.RTCResets[r])})
+	}
+	last, lastD := "n/a", "n/a"
+	if s.RTCHasLast {
+		last, lastD = strconv.Itoa(s.RTCLastShift), strconv.Itoa(s.RTCLastDelay)
+	}
+	return append(kv, msgs.KeyValue{Key: "rtc.last_shift", Value: last}, msgs.KeyValue{Key: "rtc.last_delay", Value: lastD})
 }
 
 func u(v uint64) string { return strconv.FormatUint(v, 10) }

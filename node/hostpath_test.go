@@ -78,8 +78,9 @@ type hostPath struct {
 // newHostPath builds the graph for d (inputs of type graphType), the
 // backend over the test double in empty-execute mode with shared buffers,
 // the messages with tensors of type wire (msgs.DTypeFloat32 or
-// DTypeFloat16), and starts the node with 10 steps.
-func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8) *hostPath {
+// DTypeFloat16), and starts the node with 10 steps; opts adjust the
+// parameters.
+func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opts ...func(*Params)) *hostPath {
 	tb.Helper()
 	fk := qnnfake.New(tb, qnnfake.Variant{})
 	fk.SetEmptyExecute(true)
@@ -95,6 +96,9 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8) *ho
 	p := DefaultParams()
 	p.Backend, p.HTP.ContextBinary = BackendHTP, path
 	p.SelfTest.Skip, p.MaxInputAge = true, 0
+	for _, o := range opts {
+		o(&p)
+	}
 	tr := &hostPathTransport{chunks: make(chan int, 1)}
 	n, err := New(Config{Params: p, Tick: make(chan time.Time)}, b, tr)
 	if err != nil {
@@ -282,24 +286,40 @@ func BenchmarkHostPath(b *testing.B) {
 func TestHostPathSmall(t *testing.T) {
 	for _, wire := range []uint8{msgs.DTypeFloat32, msgs.DTypeFloat16} {
 		h := newHostPath(t, tinyDims(), qnnfake.DataTypeFloat32, wire)
-		r := h.run(t, 5, func(f func()) {
-			for range 5 {
-				f()
-			}
-		})
-		if s := h.node.Stats(); s.Out != 7 {
-			t.Fatalf("wire dtype %d: %d chunks published, want 7: %s", wire, s.Out, h.node.summary())
-		}
-		if r.parts.Steps <= 0 || r.parts.Bind <= 0 || r.total <= r.parts.Steps {
-			t.Errorf("wire dtype %d: parts not measured: %s", wire, r)
-		}
-		// Steady state: the receive and worker paths allocate nothing
-		// after the first chunk (issue 11).
-		if r.allocs != 0 && !raceEnabled {
-			t.Errorf("wire dtype %d: %.1f allocations per chunk, want 0: %s", wire, r.allocs, r)
-		}
-		t.Logf("wire dtype %d: %s", wire, r)
+		h.small(t, fmt.Sprintf("wire dtype %d", wire))
 	}
+	// Real-time chunking keeps the worker allocation-free: the stamps are
+	// two control periods apart, so every chunk after the first is tied
+	// to its predecessor (the auto delay sorts the latency window).
+	for _, mode := range []expert.RTCMode{expert.RTCReplace, expert.RTCGuided} {
+		h := newHostPath(t, tinyDims(), qnnfake.DataTypeFloat32, msgs.DTypeFloat32, func(p *Params) { p.RTC.Mode = mode })
+		h.small(t, "rtc "+mode.String())
+		if s := h.node.Stats(); s.RTCChunks != s.Out-1 {
+			t.Errorf("rtc %v: %d of %d chunks tied, want all but the first", mode, s.RTCChunks, s.Out)
+		}
+	}
+}
+
+// small runs 5 measured chunks and checks the counts and allocations.
+func (h *hostPath) small(t *testing.T, what string) {
+	t.Helper()
+	r := h.run(t, 5, func(f func()) {
+		for range 5 {
+			f()
+		}
+	})
+	if s := h.node.Stats(); s.Out != 7 {
+		t.Fatalf("%s: %d chunks published, want 7: %s", what, s.Out, h.node.summary())
+	}
+	if r.parts.Steps <= 0 || r.parts.Bind <= 0 || r.total <= r.parts.Steps {
+		t.Errorf("%s: parts not measured: %s", what, r)
+	}
+	// Steady state: the receive and worker paths allocate nothing
+	// after the first chunk (issue 11).
+	if r.allocs != 0 && !raceEnabled {
+		t.Errorf("%s: %.1f allocations per chunk, want 0: %s", what, r.allocs, r)
+	}
+	t.Logf("%s: %s", what, r)
 }
 
 // halfTrunc converts a float32 to binary16 by truncating its mantissa

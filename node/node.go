@@ -77,6 +77,13 @@ type Config struct {
 	// instead of StateActive: a managed node's configure transition.
 	// Activate and Deactivate then switch between the two.
 	StartInactive bool
+	// RTCPlan, when not nil, is asked on the worker goroutine for the RTC
+	// plan of every pair (by its VideoKVCache's seq and stamp) before it
+	// is denoised: with ok, the chunk is tied to plan.Prev as the plan
+	// says instead of as the node's own state would (a replay reproducing
+	// recorded chunks). plan.Prev must stay unchanged until the chunk is
+	// published.
+	RTCPlan func(kvSeq uint64, stamp time.Time) (plan RTCPlan, ok bool)
 }
 
 // Node is one action-expert node. Create it with New, then call Run.
@@ -121,6 +128,9 @@ type Node struct {
 	out    msgs.ActionChunk
 	outBuf []byte
 	host   hostTimes // the last published chunk's host path
+	rtc    rtcState
+	// rtcPlan is Config.RTCPlan.
+	rtcPlan func(kvSeq uint64, stamp time.Time) (RTCPlan, bool)
 }
 
 // hostTimes splits the host's work on one published chunk into its parts,
@@ -151,6 +161,9 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if n := len(p.ClipMin); n != 0 && n != 1 && n != d.ActionDim {
 		return nil, fmt.Errorf("node: clip.min and clip.max have %d values; want 1 or %d (the action dimension)", n, d.ActionDim)
 	}
+	if err := checkRTC(p, d); err != nil {
+		return nil, err
+	}
 	sched, err := expert.NewSchedule(p.Steps, float32(p.Shift))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -165,6 +178,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
 		startInactive: cfg.StartInactive, started: make(chan struct{}),
 		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
+		rtc: newRTCState(p, d), rtcPlan: cfg.RTCPlan,
 	}
 	if _, ok := b.(expert.InputBinder); !ok {
 		// The backend keeps no input buffers the node could write into.
@@ -334,9 +348,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if len(n.p.ClipMin) > 0 {
 		clip = fmt.Sprintf("%v..%v", n.p.ClipMin, n.p.ClipMax)
 	}
-	n.log.Infof("backend %s, contract %v; %d steps, shift %g, noise seed %d, sync %s (buffer %d, timeout %v), max input age %v, clip %s, dry_run %v",
+	n.log.Infof("backend %s, contract %v; %d steps, shift %g, noise seed %d, sync %s (buffer %d, timeout %v), max input age %v, clip %s, dry_run %v, control period %v, rtc %v",
 		n.p.Backend, n.dims, n.p.Steps, n.p.Shift, n.p.NoiseSeed, n.p.Sync.Policy, n.p.Sync.Buffer, n.p.Sync.Timeout,
-		n.p.MaxInputAge, clip, n.p.DryRun)
+		n.p.MaxInputAge, clip, n.p.DryRun, n.p.ControlPeriod, n.p.RTC.Mode)
 	if n.golden != nil && !n.p.SelfTest.Skip {
 		n.setState(StateSelfTest)
 		n.log.Infof("self-test: running the golden step through the backend")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/shutdown"
 )
 
@@ -44,6 +45,12 @@ type Params struct {
 	Steps     int     // Euler steps of the flow-matching loop
 	Shift     float64 // schedule shift
 	NoiseSeed uint64  // base seed; a chunk uses NoiseSeed + the VideoKVCache's seq
+
+	// ControlPeriod is the robot's control period: action i of a chunk is
+	// for the instant header.stamp + i*ControlPeriod (the chunk's dt).
+	ControlPeriod time.Duration
+
+	RTC RTCParams
 
 	Topics Topics
 	QoS    TopicQoS
@@ -96,6 +103,25 @@ type CPUParams struct {
 	VideoTokens, ContextTokens int
 }
 
+// AutoDelay is RTCParams.InferenceDelay's value for "auto": the delay is
+// measured (see RTCParams).
+const AutoDelay = -1
+
+// RTCParams configures real-time chunking: tying the first actions of a
+// chunk to the remaining actions of the previous published chunk.
+type RTCParams struct {
+	Mode expert.RTCMode
+	// InferenceDelay is d, the leading rows weighted 1: an action count,
+	// or AutoDelay for ceil(p95 of the receive-to-publish time /
+	// ControlPeriod).
+	InferenceDelay int
+	// ExecutionHorizon is the first row no longer tied to the previous
+	// chunk; a gap of this many control periods or more resets RTC.
+	ExecutionHorizon int
+	MaxGuidance      float64 // beta, the guidance weight's clip (guided mode)
+	Schedule         expert.MaskSchedule
+}
+
 // Topics names the node's topics. Relative names resolve in the node's
 // namespace; remapping applies on top.
 type Topics struct {
@@ -142,8 +168,11 @@ func DefaultParams() Params {
 			LogLevel:        2,
 			RPCVote:         true,
 		},
-		Steps: 10,
-		Shift: 5,
+		Steps:         10,
+		Shift:         5,
+		ControlPeriod: 50 * time.Millisecond,
+		RTC: RTCParams{Mode: expert.RTCOff, InferenceDelay: AutoDelay, ExecutionHorizon: 24, MaxGuidance: 5,
+			Schedule: expert.MaskExp},
 		Topics: Topics{
 			KVCache:     "video_kv_cache",
 			Context:     "text_context",
@@ -162,6 +191,10 @@ func DefaultParams() Params {
 	}
 }
 
+// maxRTCRows bounds the row counts of the rtc parameters before the
+// backend's action_tokens is known (Node.New checks against it).
+const maxRTCRows = 1 << 16
+
 // minShutdownGrace is the shortest shutdown_grace accepted: less leaves no
 // time for any shutdown at all.
 const minShutdownGrace = 10 * time.Millisecond
@@ -175,6 +208,8 @@ const (
 	kindDouble
 	kindString
 	kindDoubleArray
+	kindIntOrAuto // an integer or the string "auto"
+	kindStringOff // a string, or false: YAML reads an unquoted off as false
 )
 
 func (k paramKind) String() string {
@@ -189,6 +224,10 @@ func (k paramKind) String() string {
 		return "string"
 	case kindDoubleArray:
 		return "double array"
+	case kindIntOrAuto:
+		return `integer or "auto"`
+	case kindStringOff:
+		return "string"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -278,6 +317,62 @@ func paramDefs() []paramDef {
 			p.NoiseSeed = uint64(v.i)
 			return nil
 		}, func(p *Params) any { return int64(p.NoiseSeed) }},
+		{"control_period", kindDouble, "seconds, in [1e-6, 60] (LIBERO: 0.05, 20 Hz): the robot's control period; action i of a chunk is for header.stamp + i*control_period, published as the chunk's dt", func(p *Params, v value) error {
+			if !(v.f >= 1e-6 && v.f <= 60) {
+				return fmt.Errorf("must be a number of seconds in [1e-6, 60], got %v", v.f)
+			}
+			p.ControlPeriod = time.Duration(math.Round(v.f * float64(time.Second)))
+			return nil
+		}, func(p *Params) any { return p.ControlPeriod.Seconds() }},
+		{"rtc.mode", kindStringOff, "real-time chunking: off (independent chunks), replace (inpaint the previous chunk's remaining actions into the first rows) or guided (forward-only RTC guidance toward them)", func(p *Params, v value) error {
+			if v.kind == valBool {
+				if v.b {
+					return fmt.Errorf("must be off, replace or guided, got %s (YAML's true)", v.text)
+				}
+				v.s = "off" // an unquoted off is YAML's false
+			}
+			m, err := expert.ParseRTCMode(v.s)
+			if err != nil {
+				return fmt.Errorf("must be off, replace or guided, got %q", v.s)
+			}
+			p.RTC.Mode = m
+			return nil
+		}, func(p *Params) any { return p.RTC.Mode.String() }},
+		{"rtc.inference_delay", kindIntOrAuto, `d, in actions: the leading rows weighted 1 (executed before the chunk arrives); an integer in [0, rtc.execution_horizon], or "auto" = ceil(p95 of receive-to-publish / control_period), 0 until measured`, func(p *Params, v value) error {
+			if v.kind == valString {
+				if v.s != "auto" {
+					return fmt.Errorf(`must be an integer >= 0 or "auto", got %q`, v.s)
+				}
+				p.RTC.InferenceDelay = AutoDelay
+				return nil
+			}
+			if v.i < 0 || v.i > maxRTCRows {
+				return fmt.Errorf(`must be an integer in [0, %d] or "auto", got %d`, maxRTCRows, v.i)
+			}
+			p.RTC.InferenceDelay = int(v.i)
+			return nil
+		}, func(p *Params) any {
+			if p.RTC.InferenceDelay == AutoDelay {
+				return "auto"
+			}
+			return int64(p.RTC.InferenceDelay)
+		}},
+		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk, and a gap of this many control periods or more since it resets RTC", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
+		{"rtc.max_guidance", kindDouble, "beta, >= 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
+			if !(v.f >= 0) || v.f > math.MaxFloat32 {
+				return fmt.Errorf("must be a finite number >= 0, got %v", v.f)
+			}
+			p.RTC.MaxGuidance = v.f
+			return nil
+		}, func(p *Params) any { return p.RTC.MaxGuidance }},
+		{"rtc.schedule", kindString, "soft mask of the rows between d and the horizon: exp, linear, ones or zeros", func(p *Params, v value) error {
+			m, err := expert.ParseMaskSchedule(v.s)
+			if err != nil {
+				return fmt.Errorf("must be exp, linear, ones or zeros, got %q", v.s)
+			}
+			p.RTC.Schedule = m
+			return nil
+		}, func(p *Params) any { return p.RTC.Schedule.String() }},
 		str("topics.kv_cache", "input VideoKVCache topic", func(p *Params) *string { return &p.Topics.KVCache }),
 		str("topics.context", "input TextContext topic", func(p *Params) *string { return &p.Topics.Context }),
 		str("topics.actions", "output ActionChunk topic", func(p *Params) *string { return &p.Topics.Actions }),
@@ -434,6 +529,24 @@ func (p *Params) Validate() error {
 		if math.IsNaN(lo) || math.IsNaN(hi) || lo > hi {
 			return fmt.Errorf("clip bound %d: need clip.min <= clip.max, got [%v, %v]", i, lo, hi)
 		}
+	}
+	if p.ControlPeriod <= 0 {
+		return fmt.Errorf("parameter \"control_period\" must be positive, got %v", p.ControlPeriod)
+	}
+	if p.RTC.Mode > expert.RTCGuided {
+		return fmt.Errorf("parameter \"rtc.mode\" is %v; want off, replace or guided", p.RTC.Mode)
+	}
+	if p.RTC.Schedule > expert.MaskZeros {
+		return fmt.Errorf("parameter \"rtc.schedule\" is %v; want exp, linear, ones or zeros", p.RTC.Schedule)
+	}
+	if b := p.RTC.MaxGuidance; !(b >= 0) || b > math.MaxFloat32 {
+		return fmt.Errorf("parameter \"rtc.max_guidance\" is %v; want a finite number >= 0", b)
+	}
+	if p.RTC.ExecutionHorizon < 1 {
+		return fmt.Errorf("parameter \"rtc.execution_horizon\" must be at least 1 action, got %d", p.RTC.ExecutionHorizon)
+	}
+	if d := p.RTC.InferenceDelay; d != AutoDelay && (d < 0 || d > p.RTC.ExecutionHorizon) {
+		return fmt.Errorf("parameter \"rtc.inference_delay\" %d must be \"auto\" or in [0, rtc.execution_horizon = %d]: the delayed rows lie within the horizon", d, p.RTC.ExecutionHorizon)
 	}
 	if p.UseSimTime {
 		return fmt.Errorf("parameter \"use_sim_time\" is true, but the node runs on the system clock only")

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+
 	"github.com/fastwam/actionexpert/internal/rosparam"
 )
 
@@ -74,6 +76,21 @@ func (k paramKind) rosType() rosparam.Type {
 // convert checks v against the declared kind of a parameter and returns
 // it in that kind's field (see rosparam.Value.Convert).
 func (v value) convert(k paramKind) (value, error) {
+	switch k {
+	case kindIntOrAuto:
+		if v.kind != valInt && v.kind != valString {
+			return value{}, fmt.Errorf("expected %s, got %s", k, v.rv.Describe())
+		}
+		return v, nil
+	case kindStringOff:
+		switch {
+		case v.kind == valString || v.kind == valBool && !v.b:
+			return v, nil
+		case v.kind == valBool:
+			return value{}, fmt.Errorf("expected a string, got bool %s (only an unquoted off, read as false, stands for \"off\")", v.text)
+		}
+		return value{}, fmt.Errorf("expected %s, got %s", k, v.rv.Describe())
+	}
 	cv, err := v.rv.Convert(k.rosType())
 	if err != nil {
 		return value{}, err

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fastwam/actionexpert/expert"
 )
 
 // windowSize is how many recent samples the latency percentiles cover.
@@ -70,10 +72,17 @@ type stats struct {
 	age     window // input age at publish
 	lastAge time.Duration
 	hasAge  bool
+
+	rtcChunks    uint64 // published tied to the previous chunk
+	rtcResets    map[RTCReset]uint64
+	rtcLastShift int // of the last tied chunk
+	rtcLastDelay int
+	rtcHasLast   bool
 }
 
 func newStats() *stats {
-	return &stats{in: map[string]uint64{}, rejected: map[Reason]uint64{}, dropped: map[Drop]uint64{}}
+	return &stats{in: map[string]uint64{}, rejected: map[Reason]uint64{}, dropped: map[Drop]uint64{},
+		rtcResets: map[RTCReset]uint64{}}
 }
 
 func (s *stats) received(topic string) {
@@ -123,20 +132,24 @@ func (s *stats) fail() uint64 {
 }
 
 // publish sends the encoded chunk msg through p and, if it went out,
-// counts it; see pub.
-func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age time.Duration, stale, clipped bool) error {
+// counts it with the RTC plan it was made with; see pub.
+func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age time.Duration, stale, clipped bool, rtc *RTCPlan) error {
 	s.pub.Lock()
 	defer s.pub.Unlock()
 	if err := p.Publish(msg); err != nil {
 		return err
 	}
-	s.published(denoise, r2p, age, stale, clipped)
+	s.published(denoise, r2p, age, stale, clipped, rtc)
 	return nil
 }
 
-func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool) {
+func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool, rtc *RTCPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rtc.Mode != expert.RTCOff {
+		s.rtcChunks++
+		s.rtcLastShift, s.rtcLastDelay, s.rtcHasLast = rtc.Shift, rtc.Delay, true
+	}
 	s.out++
 	s.denoise.add(denoise)
 	s.r2p.add(r2p)
@@ -170,12 +183,31 @@ type Snapshot struct {
 	InputAge         Quantiles
 	LastInputAge     time.Duration
 	HasInputAge      bool
+
+	// RTCChunks counts the chunks published tied to the previous one
+	// (rtc_mode replace or guided); RTCResets the previous-chunk states
+	// dropped, by reason.
+	RTCChunks uint64
+	RTCResets map[RTCReset]uint64
+	// RTCLastShift and RTCLastDelay are s and d of the last tied chunk,
+	// when RTCHasLast.
+	RTCLastShift, RTCLastDelay int
+	RTCHasLast                 bool
 }
 
 // TotalRejected sums the rejections over reasons.
 func (s Snapshot) TotalRejected() uint64 {
 	var n uint64
 	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}
+
+// TotalRTCResets sums the RTC resets over reasons.
+func (s Snapshot) TotalRTCResets() uint64 {
+	var n uint64
+	for _, v := range s.RTCResets {
 		n += v
 	}
 	return n
@@ -200,5 +232,7 @@ func (s *stats) snapshot() Snapshot {
 		Paired: s.paired, RejectedPairs: s.pairRej, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
 		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(),
 		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
+		RTCChunks: s.rtcChunks, RTCResets: maps.Clone(s.rtcResets),
+		RTCLastShift: s.rtcLastShift, RTCLastDelay: s.rtcLastDelay, RTCHasLast: s.rtcHasLast,
 	}
 }

@@ -60,6 +60,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			i, v, err = t.src.DecodeF32Checked(t.dst.F32)
 		}
 		if err != nil {
+			n.rtcDrop(RTCResetRejected)
 			n.rejectedPair(reject(t.topic, RejectShape, "%s: %w", t.field, err))
 			return
 		}
@@ -76,13 +77,23 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	// even when chunks were dropped.
 	seed := n.p.NoiseSeed + p.kv.msg.Seq
 	expert.NoiseInto(seed, n.x)
+	guide, err := n.rtcGuide(p)
+	if err != nil {
+		// A replay's recorded plan that does not fit: the chunk fails,
+		// but the backend is fine (no reload).
+		n.seq++
+		n.rtcDrop(RTCResetFailed)
+		if c := n.stats.fail(); c == 1 || c%100 == 0 {
+			n.log.Errorf("chunk %d not published: %v (%d failures so far)", seq, err, c)
+		}
+		return
+	}
 	t0 := n.now()
 	host := hostTimes{Decode: p.kv.decode + p.ctx.decode, Input: t0.Sub(tIn)}
 	// The backend validates the rest of the chunk before any compute: the
 	// mask and visibility, and inputs this backend cannot take (the HTP
 	// graph's fixed visibility). They are rejected inputs, not backend
 	// failures: no reload.
-	var err error
 	if direct {
 		err = binder.BindInputs(ctx, p.ctx.msg.AttentionMask, visible)
 	} else {
@@ -95,7 +106,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	if err != nil {
 		err = fmt.Errorf("bind chunk: %w", err)
 	} else {
-		err = expert.Integrate(ctx, n.backend, n.sched, n.x, n.pred, nil, nil)
+		err = expert.IntegrateGuided(ctx, n.backend, n.sched, n.x, n.pred, nil, guide, nil)
 	}
 	denoise := n.now().Sub(t0)
 	host.Steps = denoise - host.Bind
@@ -123,6 +134,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	}
 	m.Steps, m.Shift, m.NoiseSeed, m.Backend = uint32(n.sched.Steps()), n.sched.Shift, seed, n.p.Backend
 	m.DryRun, m.Clipped = n.p.DryRun, clipped
+	n.rtc.plan.fill(m)
 
 	tPub := n.now()
 	r2p := tPub.Sub(p.firstRecv(n.p.Sync.Policy))
@@ -130,6 +142,8 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	stale := n.p.MaxInputAge > 0 && age > n.p.MaxInputAge
 	m.DenoiseMs, m.ReceiveToPublishMs, m.InputAgeMs = ms(denoise), ms(r2p), ms(age)
 	m.StaleInput = stale
+	// Action i is for stamp + i*dt: those before the publish time are past.
+	m.Dt, m.InferenceDelay = n.p.ControlPeriod.Seconds(), uint32(ceilPeriods(age, n.p.ControlPeriod, d.ActionTokens))
 
 	buf, err := m.AppendCDR(n.outBuf[:0])
 	host.Encode = n.now().Sub(tPub)
@@ -139,12 +153,14 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		return
 	}
 	n.outBuf = buf
-	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, stale, clipped); err != nil {
+	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, stale, clipped, &n.rtc.plan); err != nil {
+		n.rtcDrop(RTCResetFailed)
 		if c := n.stats.fail(); c == 1 || c%100 == 0 {
 			n.log.Errorf("chunk %d: publish %s: %v (%d failures so far)", seq, n.p.Topics.Actions, err, c)
 		}
 		return
 	}
+	n.rtc.published(p.kv.stamp, seq, actions)
 	if seq == 0 {
 		n.log.Infof("first chunk published: denoise %.1f ms, receive to publish %.1f ms", ms(denoise), ms(r2p))
 	}
@@ -161,6 +177,7 @@ func (n *Node) rejectInput(err error, p *pair) bool {
 	if !errors.As(err, &bad) {
 		return false
 	}
+	n.rtcDrop(RTCResetRejected)
 	topic, reason := n.p.Topics.KVCache, RejectShape
 	switch {
 	case bad.NonFinite():
@@ -204,6 +221,7 @@ func (n *Node) clip(a []float32) bool {
 // backendFailed counts and logs a failed chunk and lets a backend that
 // can recover reload itself.
 func (n *Node) backendFailed(ctx context.Context, seq uint64, err error) {
+	n.rtcDrop(RTCResetFailed)
 	c := n.stats.fail()
 	n.setBackendState("error: " + err.Error())
 	if c == 1 || c%100 == 0 {

@@ -198,7 +198,7 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 			return 0, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
-	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout)
+	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout, nil)
 	if err != nil {
 		return 0, err
 	}

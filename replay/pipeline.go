@@ -76,10 +76,12 @@ type pipeline struct {
 	undecoded int // published ActionChunks that did not decode
 }
 
-// startPipeline creates the node with p on a new bus, starts it on the
-// bag clock set to start, and waits until it is active (after its
-// self-test, when one is configured) for at most wait.
-func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log node.Logger, start time.Time, wait time.Duration) (*pipeline, error) {
+// startPipeline creates the node with p on a new bus (with plan as its
+// node.Config.RTCPlan, nil for none), starts it on the bag clock set to
+// start, and waits until it is active (after its self-test, when one is
+// configured) for at most wait.
+func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log node.Logger, start time.Time, wait time.Duration,
+	plan func(uint64, time.Time) (node.RTCPlan, bool)) (*pipeline, error) {
 	bus := node.NewBus()
 	pl := &pipeline{
 		clock: newBagClock(start),
@@ -93,7 +95,7 @@ func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log nod
 	if err := bus.Subscribe(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray}, pl.onDiagnostics); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	n, err := node.New(node.Config{Params: p, Logger: log, Now: pl.clock.Now}, b, bus)
+	n, err := node.New(node.Config{Params: p, Logger: log, Now: pl.clock.Now, RTCPlan: plan}, b, bus)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}

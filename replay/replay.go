@@ -113,7 +113,9 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	defer r.Close()
 
 	began := time.Now()
-	pl, err := startPipeline(ctx, o.Params, o.Backend, o.Logger, rec.Start, o.ChunkTimeout)
+	// Tied chunks are rebuilt from the recorded previous chunks.
+	plans := newRTCPlans(rec, o.Backend.Dims())
+	pl, err := startPipeline(ctx, o.Params, o.Backend, o.Logger, rec.Start, o.ChunkTimeout, plans.plan)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +197,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	stopErr := pl.stop()
 	out, diags, undecoded := pl.results()
 
-	rep := buildReport(rec, o, out, fed, interrupted)
+	rep := buildReport(rec, o, out, fed, plans.errs, interrupted)
 	rep.Stats = pl.node.Stats()
 	rep.Inputs, rep.Timeouts, rep.Elapsed = kvDone, timeouts, time.Since(began)
 	if undecoded > 0 {

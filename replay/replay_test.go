@@ -47,6 +47,11 @@ func TestReplayRegressionBagPasses(t *testing.T) {
 		if r.Produced.InputAgeMs <= 0 || r.Produced.InputAgeMs > 10_000 {
 			t.Errorf("row %d: input age %v ms: the node's clock is not the bag's", i, r.Produced.InputAgeMs)
 		}
+		// The committed chunks carry the timing contract and are untied.
+		if c := r.Recorded.Chunk; c.Dt != 0.05 || c.RTCMode != "off" || c.InferenceDelay < 1 || c.InferenceDelay > 32 {
+			t.Errorf("row %d: recorded dt %v, rtc_mode %q, inference_delay %d; want 0.05, off, 1..32 (logged 20 ms after the stamp)",
+				i, c.Dt, c.RTCMode, c.InferenceDelay)
+		}
 	}
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
@@ -159,11 +164,13 @@ func compareChunks(t *testing.T, i int, got, want []byte, regen string) {
 		t.Errorf("chunk %d: actions differ from the committed ones (max |diff| %v); %s", i, expert.MaxAbsDiff(ga, wa), regen)
 	}
 	g.Actions, w.Actions = nil, nil
-	g.DenoiseMs, g.ReceiveToPublishMs, g.InputAgeMs = 0, 0, 0
-	w.DenoiseMs, w.ReceiveToPublishMs, w.InputAgeMs = 0, 0, 0
+	// inference_delay (and rtc_delay, with auto) follow the measured times.
+	g.DenoiseMs, g.ReceiveToPublishMs, g.InputAgeMs, g.InferenceDelay, g.RTCDelay = 0, 0, 0, 0, 0
+	w.DenoiseMs, w.ReceiveToPublishMs, w.InputAgeMs, w.InferenceDelay, w.RTCDelay = 0, 0, 0, 0, 0
 	if g.Header != w.Header || g.Seq != w.Seq || g.KVSeq != w.KVSeq || g.ContextSeq != w.ContextSeq || g.Steps != w.Steps ||
 		g.Shift != w.Shift || g.NoiseSeed != w.NoiseSeed || g.Backend != w.Backend || g.DryRun != w.DryRun ||
-		g.Clipped != w.Clipped || g.StaleInput != w.StaleInput {
+		g.Clipped != w.Clipped || g.StaleInput != w.StaleInput || g.Dt != w.Dt || g.RTCMode != w.RTCMode ||
+		g.RTCPrevSeq != w.RTCPrevSeq || g.RTCShift != w.RTCShift || g.RTCHorizon != w.RTCHorizon || g.RTCSchedule != w.RTCSchedule {
 		t.Errorf("chunk %d: %+v, committed %+v; %s", i, g, w, regen)
 	}
 }

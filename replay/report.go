@@ -67,7 +67,9 @@ type Report struct {
 }
 
 // buildReport matches produced chunks with recorded ones by stamp.
-func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, interrupted bool) *Report {
+// planErrs holds, by stamp, why a recorded chunk's RTC plan could not be
+// rebuilt: those rows fail.
+func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, planErrs map[int64]error, interrupted bool) *Report {
 	rep := &Report{
 		Bag: rec.Path, BackendInfo: o.BackendInfo, Params: o.Params,
 		TotalInputs: rec.KVCount, Recorded: len(rec.Recorded), Interrupted: interrupted,
@@ -131,6 +133,9 @@ func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedIn
 			note = in.note
 		}
 		r.judge(o.MinCosine, o.MaxAbsErr, note, fed[k] != nil && fed[k].isKV)
+		if err := planErrs[k]; err != nil && r.Recorded != nil {
+			r.Status, r.Note = StatusMismatch, join("recorded rtc fields: "+err.Error(), r.Note)
+		}
 		rep.Rows = append(rep.Rows, *r)
 	}
 	return rep
@@ -163,6 +168,9 @@ func (r *Row) judge(minCos, maxErr float64, note string, inputFed bool) {
 		if rc.NoiseSeed != p.NoiseSeed || rc.Steps != p.Steps || rc.Shift != p.Shift {
 			why = append(why, fmt.Sprintf("recorded with seed %d, %d steps, shift %g; replayed with seed %d, %d steps, shift %g",
 				rc.NoiseSeed, rc.Steps, rc.Shift, p.NoiseSeed, p.Steps, p.Shift))
+		}
+		if rc.RTCMode != p.RTCMode && !(rc.RTCMode == "" && p.RTCMode == "off") {
+			why = append(why, fmt.Sprintf("recorded rtc_mode %q, replayed %q", rc.RTCMode, p.RTCMode))
 		}
 		r.Note = strings.Join(why, "; ")
 	case r.Recorded != nil:
@@ -257,7 +265,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.printf("bag      %s\n", r.Bag)
 	ew.printf("topics   %s + %s -> %s (%d inputs, %d recorded chunks)\n", p.Topics.KVCache, p.Topics.Context, p.Topics.Actions, r.TotalInputs, r.Recorded)
 	ew.printf("backend  %s\n", r.BackendInfo)
-	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy)
+	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s, control period %v\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy, p.ControlPeriod)
+	if tied := r.recordedTied(); tied > 0 {
+		ew.printf("rtc      %d recorded chunks tied to their predecessor, rebuilt from their rtc_ fields and the recorded previous chunk\n", tied)
+	}
 	gate := fmt.Sprintf("cosine >= %g", r.MinCosine)
 	if r.MaxAbsErr > 0 {
 		gate += fmt.Sprintf(" and max |err| <= %g", r.MaxAbsErr)
@@ -312,6 +323,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.printf("%s\n", r.summary())
 	return ew.err
+}
+
+// recordedTied counts the compared recorded chunks with an rtc_mode other
+// than off.
+func (r *Report) recordedTied() int {
+	n := 0
+	for _, row := range r.Rows {
+		if row.Recorded != nil && row.Recorded.Chunk.RTCMode != "" && row.Recorded.Chunk.RTCMode != "off" {
+			n++
+		}
+	}
+	return n
 }
 
 // summary is the last line of the table: the gate's verdict.

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -44,6 +45,8 @@ type Recording struct {
 	// ScheduleVaries is set when later chunks disagree with it.
 	Schedule       *Schedule
 	ScheduleVaries bool
+	// Dt is the first recorded chunk's dt (seconds), 0 without one.
+	Dt float64
 }
 
 // Scan reads a bag (a rosbag2 folder or a single .mcap file) once: it
@@ -114,7 +117,7 @@ func Scan(ctx context.Context, path string, topics node.Topics) (*Recording, err
 			rec.Recorded = append(rec.Recorded, Recorded{LogTime: m.LogTime, Chunk: c})
 			s := Schedule{Steps: int(c.Steps), Shift: c.Shift, NoiseSeed: c.NoiseSeed - c.KVSeq, Backend: c.Backend}
 			if rec.Schedule == nil {
-				rec.Schedule = &s
+				rec.Schedule, rec.Dt = &s, c.Dt
 			} else if *rec.Schedule != s {
 				rec.ScheduleVaries = true
 			}
@@ -144,15 +147,19 @@ func (rec *Recording) note(m bag.Message) {
 }
 
 // ApplySchedule sets the steps, shift and noise seed of p to those the
-// recorded chunks were denoised with, so that the replay denoises alike.
-// It does nothing without recorded chunks or when they carry no usable
-// schedule.
+// recorded chunks were denoised with, so that the replay denoises alike,
+// and the control period to their dt when it is one the parameter
+// accepts. It does nothing without recorded chunks or when they carry no
+// usable schedule.
 func (rec *Recording) ApplySchedule(p *node.Params) {
 	s := rec.Schedule
 	if s == nil || s.Steps < 1 || s.Steps > 1000 || !(s.Shift > 0) {
 		return
 	}
 	p.Steps, p.Shift, p.NoiseSeed = s.Steps, float64(s.Shift), s.NoiseSeed
+	if rec.Dt >= 1e-6 && rec.Dt <= 60 {
+		p.ControlPeriod = time.Duration(math.Round(rec.Dt * float64(time.Second)))
+	}
 }
 
 // VideoTokens is the number of cached video tokens of the first decodable
