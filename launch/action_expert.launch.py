@@ -79,7 +79,8 @@ PARAMETERS = [
     ("self_test.golden", "golden .npz checked through the backend at start-up (empty = none)"),
     ("self_test.skip", "go active without the golden self-test"),
     ("self_test.min_cosine", "cosine the self-test must reach"),
-    ("use_sim_time", "standard ROS parameter; must stay false (the node uses the system clock)"),
+    ("use_sim_time", "standard ROS parameter: true puts the node's clock on /clock (stamps, input ages, stale checks, pairing timeouts); latencies stay on the monotonic clock"),
+    ("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager"),
 ]
 
 

@@ -54,6 +54,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	s := n.stats.snapshot()
 	n.stateMu.Lock()
 	state, st, backend := n.state, n.selfTest, n.backendState
+	p := n.p // its live fields change under stateMu (applyLive)
 	prev := n.lastReport
 	n.lastReport = s
 	n.stateMu.Unlock()
@@ -95,15 +96,15 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 
 	kv := []msgs.KeyValue{
 		{Key: "state", Value: string(state)},
-		{Key: "backend", Value: n.p.Backend},
+		{Key: "backend", Value: p.Backend},
 		{Key: "backend_state", Value: backend},
 		{Key: "self_test", Value: st.String()},
-		{Key: "steps", Value: strconv.Itoa(n.p.Steps)},
-		{Key: "shift", Value: strconv.FormatFloat(n.p.Shift, 'g', -1, 64)},
-		{Key: "sync_policy", Value: string(n.p.Sync.Policy)},
-		{Key: "dry_run", Value: strconv.FormatBool(n.p.DryRun)},
-		{Key: "in." + n.p.Topics.KVCache, Value: u(s.In[n.p.Topics.KVCache])},
-		{Key: "in." + n.p.Topics.Context, Value: u(s.In[n.p.Topics.Context])},
+		{Key: "steps", Value: strconv.Itoa(p.Steps)},
+		{Key: "shift", Value: strconv.FormatFloat(p.Shift, 'g', -1, 64)},
+		{Key: "sync_policy", Value: string(p.Sync.Policy)},
+		{Key: "dry_run", Value: strconv.FormatBool(p.DryRun)},
+		{Key: "in." + p.Topics.KVCache, Value: u(s.In[p.Topics.KVCache])},
+		{Key: "in." + p.Topics.Context, Value: u(s.In[p.Topics.Context])},
 		{Key: "paired", Value: u(s.Paired)},
 		{Key: "out", Value: u(s.Out)},
 		{Key: "out.stale_input", Value: u(s.Stale)},
@@ -126,7 +127,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	}
 	kv = append(kv, msgs.KeyValue{Key: "input_age_ms.last", Value: age})
 	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
-	kv = n.appendRTC(kv, s)
+	kv = appendRTC(kv, p, s)
 	n.mu.Lock()
 	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(n.pairer.waiting())})
 	n.mu.Unlock()
@@ -134,7 +135,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
 		Status: []msgs.DiagnosticStatus{{
-			Level: level, Name: DiagnosticName, Message: message, HardwareID: n.p.Backend, Values: kv,
+			Level: level, Name: DiagnosticName, Message: message, HardwareID: p.Backend, Values: kv,
 		}},
 	}
 }
@@ -160,16 +161,16 @@ func appendQuantiles(kv []msgs.KeyValue, name string, q Quantiles) []msgs.KeyVal
 // appendRTC adds the real-time chunking state: the parameters, the chunks
 // tied to their predecessor, the resets by reason and s and d of the last
 // tied chunk. They are reported in every state of the node.
-func (n *Node) appendRTC(kv []msgs.KeyValue, s Snapshot) []msgs.KeyValue {
+func appendRTC(kv []msgs.KeyValue, p Params, s Snapshot) []msgs.KeyValue {
 	delay := "auto"
-	if n.p.RTC.InferenceDelay != AutoDelay {
-		delay = strconv.Itoa(n.p.RTC.InferenceDelay)
+	if p.RTC.InferenceDelay != AutoDelay {
+		delay = strconv.Itoa(p.RTC.InferenceDelay)
 	}
 	kv = append(kv,
-		msgs.KeyValue{Key: "control_period", Value: strconv.FormatFloat(n.p.ControlPeriod.Seconds(), 'g', -1, 64)},
-		msgs.KeyValue{Key: "rtc.mode", Value: n.p.RTC.Mode.String()},
+		msgs.KeyValue{Key: "control_period", Value: strconv.FormatFloat(p.ControlPeriod.Seconds(), 'g', -1, 64)},
+		msgs.KeyValue{Key: "rtc.mode", Value: p.RTC.Mode.String()},
 		msgs.KeyValue{Key: "rtc.inference_delay", Value: delay},
-		msgs.KeyValue{Key: "rtc.execution_horizon", Value: strconv.Itoa(n.p.RTC.ExecutionHorizon)},
+		msgs.KeyValue{Key: "rtc.execution_horizon", Value: strconv.Itoa(p.RTC.ExecutionHorizon)},
 		msgs.KeyValue{Key: "rtc.chunks", Value: u(s.RTCChunks)},
 		msgs.KeyValue{Key: "rtc.resets", Value: u(s.TotalRTCResets())})
 	for _, r := range rtcResets() {

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
@@ -100,18 +101,20 @@ type Node struct {
 	actions Publisher
 	diag    Publisher
 
-	running       sync.Mutex    // held by Run
-	startInactive bool          // Config.StartInactive
-	started       chan struct{} // closed when Run's start-up has ended (see Started)
+	running       sync.Mutex                 // held by Run
+	startInactive bool                       // Config.StartInactive
+	pending       atomic.Pointer[liveParams] // left by UpdateLive for the worker's next chunk
+	started       chan struct{}              // closed when Run's start-up has ended (see Started)
 
 	// Receive path.
-	mu       sync.Mutex // pairer and stamp checks
-	pairer   *pairer
-	kvStamp  stampCheck
-	ctxStamp stampCheck
-	slot     *slot
-	stats    *stats
-	recycle  *recycler // the receive path's inputs and pairs, reused
+	mu         sync.Mutex // pairer and stamp checks
+	pairer     *pairer
+	recvMaxAge time.Duration // max_input_age as the receive path applies it (under mu; see UpdateLive)
+	kvStamp    stampCheck
+	ctxStamp   stampCheck
+	slot       *slot
+	stats      *stats
+	recycle    *recycler // the receive path's inputs and pairs, reused
 
 	// Reported state.
 	stateMu      sync.Mutex
@@ -176,7 +179,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 		pairer: &pairer{rc: rc, policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
 			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
-		startInactive: cfg.StartInactive, started: make(chan struct{}),
+		startInactive: cfg.StartInactive, started: make(chan struct{}), recvMaxAge: p.MaxInputAge,
 		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
 		rtc: newRTCState(p, d), rtcPlan: cfg.RTCPlan,
 	}
@@ -435,7 +438,7 @@ func (n *Node) onKV(data []byte) {
 	}
 	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
-	if rej := n.kvStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
+	if rej := n.kvStamp.check(topic, in.stamp, now, n.recvMaxAge); rej != nil {
 		n.mu.Unlock()
 		n.recycle.freeKV(in)
 		n.rejected(rej)
@@ -467,7 +470,7 @@ func (n *Node) onContext(data []byte) {
 	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if n.p.Sync.Policy == SyncExact {
-		if rej := n.ctxStamp.check(topic, in.stamp, now, n.p.MaxInputAge); rej != nil {
+		if rej := n.ctxStamp.check(topic, in.stamp, now, n.recvMaxAge); rej != nil {
 			n.mu.Unlock()
 			n.recycle.freeCtx(in)
 			n.rejected(rej)
@@ -517,7 +520,7 @@ func (n *Node) dropped(topic string, why Drop) {
 	case DropUnpaired:
 		msg = "a message's partner can no longer arrive in stamp order"
 	case DropPairTimeout:
-		msg = fmt.Sprintf("no partner with the same stamp within sync.timeout %v", n.p.Sync.Timeout)
+		msg = fmt.Sprintf("no partner with the same stamp within sync.timeout %v", n.pairer.timeout)
 	case DropOverflow:
 		msg = fmt.Sprintf("more than sync.buffer %d messages waiting for a partner", n.p.Sync.Buffer)
 	case DropInactive:

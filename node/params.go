@@ -76,7 +76,17 @@ type Params struct {
 
 	SelfTest SelfTestParams
 
-	UseSimTime bool // accepted for launch-file compatibility; the node runs on the system clock
+	// UseSimTime puts the node's clock on /clock (rosgraph_msgs/Clock):
+	// input ages, stale checks, pairing timeouts and the stamps it
+	// publishes follow the simulator or `ros2 bag play --clock`; measured
+	// latencies stay on the monotonic clock.
+	UseSimTime bool
+
+	// Autostart configures and activates the node at start-up (its
+	// managed lifecycle then runs through both transitions at once, as an
+	// unmanaged node would); false leaves it unconfigured until `ros2
+	// lifecycle set <node> configure` or a lifecycle manager.
+	Autostart bool
 }
 
 // HTPParams configures the QNN HTP backend.
@@ -188,6 +198,7 @@ func DefaultParams() Params {
 		MaxInputAge:   time.Second,
 		ShutdownGrace: shutdown.DefaultGrace,
 		SelfTest:      SelfTestParams{MinCosine: 0.9999},
+		Autostart:     true,
 	}
 }
 
@@ -444,7 +455,8 @@ func paramDefs() []paramDef {
 			p.SelfTest.MinCosine = v.f
 			return nil
 		}, func(p *Params) any { return p.SelfTest.MinCosine }},
-		boolean("use_sim_time", "standard ROS parameter; must stay false (the node uses the system clock)", func(p *Params) *bool { return &p.UseSimTime }),
+		boolean("use_sim_time", "standard ROS parameter: true puts the node's clock on /clock (stamps, input ages, stale checks, pairing timeouts); latencies stay on the monotonic clock", func(p *Params) *bool { return &p.UseSimTime }),
+		boolean("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager", func(p *Params) *bool { return &p.Autostart }),
 	)
 	return defs
 }
@@ -547,9 +559,6 @@ func (p *Params) Validate() error {
 	}
 	if d := p.RTC.InferenceDelay; d != AutoDelay && (d < 0 || d > p.RTC.ExecutionHorizon) {
 		return fmt.Errorf("parameter \"rtc.inference_delay\" %d must be \"auto\" or in [0, rtc.execution_horizon = %d]: the delayed rows lie within the horizon", d, p.RTC.ExecutionHorizon)
-	}
-	if p.UseSimTime {
-		return fmt.Errorf("parameter \"use_sim_time\" is true, but the node runs on the system clock only")
 	}
 	return nil
 }

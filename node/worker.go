@@ -22,6 +22,7 @@ type reloader interface {
 // expert.InputBinder (into the node's chunk otherwise), checked for
 // non-finite values in the same pass, before anything is bound or run.
 func (n *Node) process(ctx context.Context, p *pair) {
+	n.applyLive()
 	d := n.dims
 	kvTopic, ctxTopic := n.p.Topics.KVCache, n.p.Topics.Context
 	tIn := n.now()
