@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -86,7 +87,7 @@ func (k chunkKind) String() string {
 // chunkPoint is what the plot draws for one chunk in the gate panels.
 type chunkPoint struct {
 	Index int    // position on the x axis: the chunk spans [Index, Index+1)
-	KVSeq uint64 // for the reader of the code; the table names chunks by kv_seq
+	KVSeq uint64 // the table and the error name chunks by kv_seq
 	Kind  chunkKind
 	// OneMinusCos and MaxAbsErr compare the chunk with the recorded one;
 	// NaN when there is nothing to compare (missing, new, or chunks of
@@ -235,14 +236,47 @@ func verdictLine(r *Report, pts []chunkPoint) string {
 	if fail+missing > 0 {
 		verdict = "FAIL"
 	}
-	return fmt.Sprintf("%s: %s, %d compared, %d outside the gate, %d missing", filepath.Base(r.Bag), verdict, compared, fail, missing)
+	line := fmt.Sprintf("%s: %s, %d compared, %d outside the gate, %d missing", filepath.Base(r.Bag), verdict, compared, fail, missing)
+	if names := failedNames(pts); names != "" {
+		line += "\n" + names
+	}
+	return line
+}
+
+// failedNames names the failing and missing chunks by kv_seq, as the
+// table and the error do, at most maxNamed of them.
+func failedNames(pts []chunkPoint) string {
+	var parts []string
+	n := 0
+	for _, p := range pts {
+		if p.Kind != chunkFail && p.Kind != chunkMissing {
+			continue
+		}
+		n++
+		if len(parts) == maxNamed {
+			continue
+		}
+		s := "kv_seq " + strconv.FormatUint(p.KVSeq, 10)
+		if p.Kind == chunkMissing {
+			s += " (missing)"
+		}
+		parts = append(parts, s)
+	}
+	if n == 0 {
+		return ""
+	}
+	out := "failing: " + strings.Join(parts, ", ")
+	if n > len(parts) {
+		out += fmt.Sprintf(" and %d more", n-len(parts))
+	}
+	return out
 }
 
 // newChunkPlot is a panel with the chunks on the x axis, n of them.
 func newChunkPlot(title, ylabel string, n int) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "chunk (index in stamp order, as in the table)"
+	p.X.Label.Text = "chunk (index, in stamp order)"
 	p.X.Tick.Marker = chunkTicks(n)
 	p.X.Min, p.X.Max = 0, float64(n)
 	p.Y.Label.Text = ylabel

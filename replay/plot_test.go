@@ -110,6 +110,9 @@ func TestChunkPoints(t *testing.T) {
 			t.Errorf("chunk %d: 1 - cos %g, want %g", i, p.OneMinusCos, w.oneMinusCos)
 		}
 	}
+	if got, want := failedNames(pts), "failing: kv_seq 0, kv_seq 0, kv_seq 0, kv_seq 0 (missing)"; got != want {
+		t.Errorf("failedNames %q, want %q", got, want)
+	}
 	// With the max |error| gate off, no chunk fails it.
 	r.MaxAbsErr = 0
 	for i, p := range chunkPoints(r, plotted) {
@@ -189,6 +192,21 @@ func TestSyntheticVerdicts(t *testing.T) {
 	}
 	if c := r.Rows[150].Cosine; !(c >= 0.9999) {
 		t.Errorf("chunk 150: cosine %.6f, want it within the gate (it fails on max |error| only)", c)
+	}
+}
+
+func TestFailedNames(t *testing.T) {
+	var pts []chunkPoint
+	for i := range 14 {
+		pts = append(pts, chunkPoint{Index: i, KVSeq: uint64(100 + i), Kind: chunkFail})
+	}
+	pts[1].Kind, pts[2].Kind = chunkPass, chunkMissing
+	want := "failing: kv_seq 100, kv_seq 102 (missing), kv_seq 103, kv_seq 104, kv_seq 105, kv_seq 106, kv_seq 107, kv_seq 108, kv_seq 109, kv_seq 110 and 3 more"
+	if got := failedNames(pts); got != want {
+		t.Errorf("failedNames\n got %q\nwant %q", got, want)
+	}
+	if got := failedNames(pts[1:2]); got != "" {
+		t.Errorf("failedNames of a passing chunk: %q, want none", got)
 	}
 }
 
