@@ -8,65 +8,195 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/fastwam/actionexpert/msgs"
 )
-
-// Colours and sizes of the plot.
-func recordedStyle() draw.LineStyle {
-	return draw.LineStyle{Color: color.Black, Width: vg.Points(1.2)}
-}
-
-func producedStyle() draw.LineStyle {
-	return draw.LineStyle{Color: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, Width: vg.Points(1.2),
-		Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
-}
 
 // plotDims is the number of action dimensions plotted (the LIBERO action
 // space); a chunk with fewer leaves the extra panels empty.
 const plotDims = 7
 
-// WritePlot draws the report as a PNG file: for each of the 7 action
-// dimensions, the recorded and the produced actions with the chunks laid
-// end to end (x = chunk index + row / rows per chunk), and the denoise time
-// of each chunk, recorded and replayed.
-func WritePlot(r *Report, path string) error {
+// The figure: a grid of plotRows x plotCols panels, plotWidth x plotHeight
+// at plotDPI. Row 0 holds the per-chunk cosine and max |error| against the
+// gate, rows 1-4 the residual of each action dimension, the last panel the
+// denoise time.
+const (
+	plotRows   = 5
+	plotCols   = 2
+	plotWidth  = 14 * vg.Inch
+	plotHeight = 18 * vg.Inch
+	plotDPI    = 96
+)
+
+// PlotSize is the size in pixels of the PNG that WritePlot writes.
+func PlotSize() (width, height int) {
+	return int(math.Round(float64(plotWidth/vg.Inch) * plotDPI)), int(math.Round(float64(plotHeight/vg.Inch) * plotDPI))
+}
+
+// Floors of the log-scale panels: a bit-exact replay has 1 - cosine and
+// max |error| of 0, which a log axis cannot show, so they are drawn at the
+// floor (the axis labels say so).
+const (
+	oneMinusCosFloor = 1e-16
+	maxErrFloor      = 1e-10
+)
+
+// Colours of the plot (functions, not variables: no package-level mutable
+// state). Failed and missing chunks are told apart by colour and by glyph,
+// so the plot still reads in grey scale.
+func rgb(r, g, b uint8) color.RGBA { return color.RGBA{R: r, G: g, B: b, A: 0xff} }
+
+func colourOK() color.RGBA      { return rgb(0x1f, 0x4e, 0x9a) } // dark blue
+func colourFail() color.RGBA    { return rgb(0xd6, 0x27, 0x28) } // red
+func colourMissing() color.RGBA { return rgb(0x60, 0x60, 0x60) } // dark grey
+func colourGate() color.RGBA    { return rgb(0xe0, 0x7b, 0x00) } // orange
+
+// Bands behind a failed or a missing chunk, over the whole panel.
+func bandFail() color.RGBA    { return rgb(0xff, 0xd8, 0xd8) }
+func bandMissing() color.RGBA { return rgb(0xdc, 0xdc, 0xc4) } // a warm grey no antialiased line or text makes
+
+// chunkKind is how a chunk is drawn.
+type chunkKind int
+
+const (
+	chunkPass    chunkKind = iota // compared, within the gate
+	chunkFail                     // compared, outside the gate (or not comparable)
+	chunkMissing                  // recorded, not produced by the replay
+	chunkNew                      // produced, nothing recorded: nothing to compare
+)
+
+func (k chunkKind) String() string {
+	switch k {
+	case chunkPass:
+		return "pass"
+	case chunkFail:
+		return "fail"
+	case chunkMissing:
+		return "missing"
+	case chunkNew:
+		return "new"
+	}
+	return "chunkKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// chunkPoint is what the plot draws for one chunk in the gate panels.
+type chunkPoint struct {
+	Index int    // position on the x axis: the chunk spans [Index, Index+1)
+	KVSeq uint64 // the table and the error name chunks by kv_seq
+	Kind  chunkKind
+	// OneMinusCos and MaxAbsErr compare the chunk with the recorded one;
+	// NaN when there is nothing to compare (missing, new, or chunks of
+	// different sizes).
+	OneMinusCos, MaxAbsErr float64
+	// CosFails and ErrFails say which side of its gate each measure is.
+	// ErrFails is false when the max |error| gate is off (-max-err 0).
+	CosFails, ErrFails bool
+}
+
+// plottedRows returns the rows that have a recorded or a produced chunk,
+// in stamp order: an input that gave neither is not drawn.
+func plottedRows(r *Report) []Row {
 	var rows []Row
 	for _, row := range r.Rows {
 		if row.Recorded != nil || row.Produced != nil {
 			rows = append(rows, row)
 		}
 	}
-	if len(rows) == 0 {
-		return errors.New("replay: plot: no recorded or produced chunks to plot")
-	}
-	plots := make([][]*plot.Plot, 4)
-	for i := range plots {
-		plots[i] = make([]*plot.Plot, 2)
-	}
-	for d := range plotDims {
-		p, err := actionPlot(rows, d)
-		if err != nil {
-			return err
+	return rows
+}
+
+// chunkPoints classifies each plotted row and places its measures against
+// the report's gate (r.MinCosine, r.MaxAbsErr).
+func chunkPoints(r *Report, rows []Row) []chunkPoint {
+	pts := make([]chunkPoint, len(rows))
+	for i, row := range rows {
+		p := chunkPoint{Index: i, KVSeq: row.KVSeq, OneMinusCos: math.NaN(), MaxAbsErr: math.NaN()}
+		switch {
+		case row.Recorded != nil && row.Produced != nil:
+			p.Kind = chunkPass
+			if row.Status.Failed() {
+				p.Kind = chunkFail
+			}
+			p.OneMinusCos, p.MaxAbsErr = 1-row.Cosine, row.MaxAbsErr
+			p.CosFails = !(row.Cosine >= r.MinCosine)
+			p.ErrFails = r.MaxAbsErr > 0 && !(row.MaxAbsErr <= r.MaxAbsErr)
+		case row.Recorded != nil:
+			p.Kind = chunkMissing
+		default:
+			p.Kind = chunkNew
 		}
-		plots[d/2][d%2] = p
+		pts[i] = p
 	}
-	lat, err := latencyPlot(rows)
-	if err != nil {
+	return pts
+}
+
+// residual returns replayed - recorded of action dimension d for each row
+// of the chunk, or nil when the row has no pair of chunks to compare or
+// the two differ in shape.
+func residual(row Row, d int) []float64 {
+	if row.Recorded == nil || row.Produced == nil {
+		return nil
+	}
+	rec, got := row.Recorded.Chunk.Actions, row.Produced.Actions
+	if len(rec) != len(got) {
+		return nil
+	}
+	out := make([]float64, len(rec))
+	for k := range rec {
+		if len(rec[k].Values) != len(got[k].Values) || d >= len(rec[k].Values) {
+			return nil
+		}
+		out[k] = float64(got[k].Values[d]) - float64(rec[k].Values[d])
+	}
+	return out
+}
+
+// WritePlot draws the report as a PNG file of PlotSize pixels, made to
+// tell a near-miss from a pass:
+//   - the per-chunk 1 - cosine and max |replayed - recorded|, on log
+//     scales, with the gates (r.MinCosine, r.MaxAbsErr) drawn;
+//   - for each of the 7 action dimensions, the residual replayed -
+//     recorded of every row of every chunk, the chunks laid end to end;
+//   - the denoise time of each chunk, recorded and replayed.
+//
+// Chunks failing the gate are drawn in red over a pale red band, chunks
+// the replay did not produce as a grey band with a square marker; a
+// legend in each panel says which is which.
+func WritePlot(r *Report, path string) error {
+	rows := plottedRows(r)
+	if len(rows) == 0 {
+		return errors.New("replay: plot: no recorded or produced chunks to plot, want at least one")
+	}
+	pts := chunkPoints(r, rows)
+	plots := make([][]*plot.Plot, plotRows)
+	for i := range plots {
+		plots[i] = make([]*plot.Plot, plotCols)
+	}
+	var err error
+	if plots[0][0], err = cosinePlot(r, pts); err != nil {
 		return err
 	}
-	plots[3][1] = lat
-	plots[0][0].Title.Text = fmt.Sprintf("%s: action dim 0", filepath.Base(r.Bag))
+	if plots[0][1], err = maxErrPlot(r, pts); err != nil {
+		return err
+	}
+	for d := range plotDims {
+		k := d + 2
+		if plots[k/plotCols][k%plotCols], err = residualPlot(r, rows, pts, d); err != nil {
+			return err
+		}
+	}
+	if plots[plotRows-1][plotCols-1], err = latencyPlot(rows, pts); err != nil {
+		return err
+	}
 
-	img := vgimg.NewWith(vgimg.UseWH(14*vg.Inch, 15*vg.Inch), vgimg.UseDPI(96))
+	img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 4, Cols: 2, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 6,
+	tiles := draw.Tiles{Rows: plotRows, Cols: plotCols, PadX: vg.Millimeter * 8, PadY: vg.Millimeter * 8,
 		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
 	canvases := plot.Align(plots, tiles, dc)
 	for i := range plots {
@@ -88,93 +218,360 @@ func WritePlot(r *Report, path string) error {
 	return nil
 }
 
-// actionPlot draws dimension d of every chunk, one line per chunk and
-// source, so that no line joins the end of a chunk to the next one. The
-// chunks failing the gate are shaded.
-func actionPlot(rows []Row, d int) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("action dim %d", d)
-	p.X.Label.Text = "chunk (+ row / rows per chunk)"
-	p.X.Tick.Marker = chunkTicks(len(rows))
-	p.Legend.Top = true
-	type series struct {
-		name  string
-		style draw.LineStyle
-		lines []plotter.XYs
-	}
-	all := []*series{{name: "recorded", style: recordedStyle()}, {name: "replayed", style: producedStyle()}}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, row := range rows {
-		var rec *msgs.ActionChunk
-		if row.Recorded != nil {
-			rec = &row.Recorded.Chunk
+// verdictLine is the figure's headline: what the gate says overall.
+func verdictLine(r *Report, pts []chunkPoint) string {
+	var fail, missing, compared int
+	for _, p := range pts {
+		switch p.Kind {
+		case chunkFail:
+			fail++
+			compared++
+		case chunkMissing:
+			missing++
+		case chunkPass:
+			compared++
 		}
-		for j, c := range []*msgs.ActionChunk{rec, row.Produced} {
-			if c == nil {
-				continue
+	}
+	verdict := "PASS"
+	if fail+missing > 0 {
+		verdict = "FAIL"
+	}
+	line := fmt.Sprintf("%s: %s, %d compared, %d outside the gate, %d missing", filepath.Base(r.Bag), verdict, compared, fail, missing)
+	if names := failedNames(pts); names != "" {
+		line += "\n" + names
+	}
+	return line
+}
+
+// failedNames names the failing and missing chunks by kv_seq, as the
+// table and the error do, at most maxNamed of them.
+func failedNames(pts []chunkPoint) string {
+	var parts []string
+	n := 0
+	for _, p := range pts {
+		if p.Kind != chunkFail && p.Kind != chunkMissing {
+			continue
+		}
+		n++
+		if len(parts) == maxNamed {
+			continue
+		}
+		s := "kv_seq " + strconv.FormatUint(p.KVSeq, 10)
+		if p.Kind == chunkMissing {
+			s += " (missing)"
+		}
+		parts = append(parts, s)
+	}
+	if n == 0 {
+		return ""
+	}
+	out := "failing: " + strings.Join(parts, ", ")
+	if n > len(parts) {
+		out += fmt.Sprintf(" and %d more", n-len(parts))
+	}
+	return out
+}
+
+// newChunkPlot is a panel with the chunks on the x axis, n of them.
+func newChunkPlot(title, ylabel string, n int) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "chunk (index, in stamp order)"
+	p.X.Tick.Marker = chunkTicks(n)
+	p.X.Min, p.X.Max = 0, float64(n)
+	p.Y.Label.Text = ylabel
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.ThumbnailWidth = vg.Points(18)
+	return p
+}
+
+// decadeTicks labels the powers of ten of a log axis as 1e-4 and so on
+// (gonum's LogTicks prints 1.0000000000000004e-07), every decade up to
+// eight of them, else every second or third.
+type decadeTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0 && hi > lo) {
+		return nil
+	}
+	e0, e1 := int(math.Ceil(math.Log10(lo)-1e-9)), int(math.Floor(math.Log10(hi)+1e-9))
+	step := 1
+	for (e1-e0)/step > 8 {
+		step++
+	}
+	var ticks []plot.Tick
+	for e := e0; e <= e1; e++ {
+		t := plot.Tick{Value: math.Pow(10, float64(e))}
+		if e%step == 0 {
+			t.Label = "1e" + strconv.Itoa(e)
+			if e == 0 {
+				t.Label = "1"
 			}
-			var xys plotter.XYs
-			for k, a := range c.Actions {
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
+// logPanel is a log-scale gate panel for one measure: v(p) per chunk,
+// drawn at floor when 0, with the gate at gate (none when gate <= 0).
+func logPanel(p *plot.Plot, pts []chunkPoint, v func(chunkPoint) float64, fails func(chunkPoint) bool, floor, gate float64, gateName string) error {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range pts {
+		if x := v(c); !math.IsNaN(x) && !math.IsInf(x, 0) {
+			x = math.Max(x, floor)
+			lo, hi = math.Min(lo, x), math.Max(hi, x)
+		}
+	}
+	if lo > hi { // nothing compared
+		lo, hi = floor, floor
+	}
+	if gate > 0 {
+		lo, hi = math.Min(lo, gate), math.Max(hi, gate)
+	}
+	// The top of the panel is left for the legend and the markers of
+	// missing chunks: the axis spans as few decades as the data allow, so
+	// that a near-miss stands apart from the gate.
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = decadeTicks{}
+	lo /= 3
+	decades := math.Log10(hi / lo)
+	p.Y.Min, p.Y.Max = lo, hi*math.Pow(10, math.Max(1.5, 0.6*decades))
+	top := hi * math.Pow(10, math.Max(0.7, 0.2*decades)) // where missing and incomparable chunks are drawn
+	bands, err := shadeChunks(p, pts)
+	if err != nil {
+		return err
+	}
+	if gate > 0 {
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: gate}, {X: p.X.Max, Y: gate}})
+		if err != nil {
+			return fmt.Errorf("replay: plot: gate: %w", err)
+		}
+		l.LineStyle = draw.LineStyle{Color: colourGate(), Width: vg.Points(1.5), Dashes: []vg.Length{vg.Points(6), vg.Points(3)}}
+		p.Add(l)
+		p.Legend.Add(gateName, l)
+	}
+	// The band says how the chunk fared; the glyph how this measure did
+	// against its own gate (a chunk failing on max |error| alone has a
+	// passing cosine over a red band).
+	var pass, fail, missing plotter.XYs
+	for _, c := range pts {
+		x := float64(c.Index) + 0.5
+		switch c.Kind {
+		case chunkMissing:
+			missing = append(missing, plotter.XY{X: x, Y: top})
+		case chunkPass, chunkFail:
+			y := v(c)
+			switch {
+			case math.IsNaN(y) || math.IsInf(y, 0): // not comparable: drawn at the top
+				y = top
+			case y <= floor:
+				y = floor
+			}
+			if fails(c) || math.IsNaN(v(c)) || math.IsInf(v(c), 0) {
+				fail = append(fail, plotter.XY{X: x, Y: y})
+			} else {
+				pass = append(pass, plotter.XY{X: x, Y: y})
+			}
+		}
+	}
+	return addPoints(p, []pointSeries{
+		{"within its gate", pass, draw.GlyphStyle{Color: colourOK(), Radius: vg.Points(2.2), Shape: draw.CircleGlyph{}}, nil},
+		{"outside its gate (or not comparable, at the top)", fail, draw.GlyphStyle{Color: colourFail(), Radius: vg.Points(3.5), Shape: draw.CrossGlyph{}}, nil},
+		{"missing chunk: recorded, not produced", missing, draw.GlyphStyle{Color: colourMissing(), Radius: vg.Points(3), Shape: draw.BoxGlyph{}}, bands.missing},
+	}, bands)
+}
+
+// pointSeries is one legend entry of scattered points, with the band
+// drawn under it in the legend when there is one.
+type pointSeries struct {
+	name  string
+	xys   plotter.XYs
+	glyph draw.GlyphStyle
+	band  plot.Thumbnailer
+}
+
+// addPoints adds the series, then the failed-chunk band's legend entry.
+func addPoints(p *plot.Plot, series []pointSeries, bands chunkBands) error {
+	for _, s := range series {
+		if len(s.xys) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(s.xys)
+		if err != nil {
+			return fmt.Errorf("replay: plot: %s: %w", s.name, err)
+		}
+		sc.GlyphStyle = s.glyph
+		p.Add(sc)
+		if s.band != nil {
+			p.Legend.Add(s.name, s.band, sc)
+		} else {
+			p.Legend.Add(s.name, sc)
+		}
+	}
+	if bands.failed != nil {
+		p.Legend.Add("failed chunk (outside the gate)", bands.failed)
+	}
+	return nil
+}
+
+// cosinePlot draws 1 - cosine per chunk against the -min-cos gate.
+func cosinePlot(r *Report, pts []chunkPoint) (*plot.Plot, error) {
+	p := newChunkPlot(verdictLine(r, pts)+"\n1 - cosine(replayed, recorded) per chunk",
+		fmt.Sprintf("1 - cosine (log; 0 drawn at %g)", oneMinusCosFloor), len(pts))
+	gate := 1 - r.MinCosine
+	err := logPanel(p, pts, func(c chunkPoint) float64 { return c.OneMinusCos }, func(c chunkPoint) bool { return c.CosFails },
+		oneMinusCosFloor, gate, fmt.Sprintf("gate: -min-cos %g (1 - cos = %.3g)", r.MinCosine, gate))
+	return p, err
+}
+
+// maxErrPlot draws max |replayed - recorded| per chunk against the
+// -max-err gate, when there is one.
+func maxErrPlot(r *Report, pts []chunkPoint) (*plot.Plot, error) {
+	title := "max |replayed - recorded| per chunk"
+	if r.MaxAbsErr <= 0 {
+		title += " (no gate: -max-err 0)"
+	}
+	p := newChunkPlot("\n"+title, fmt.Sprintf("max |error|, action units (log; 0 drawn at %g)", maxErrFloor), len(pts))
+	err := logPanel(p, pts, func(c chunkPoint) float64 { return c.MaxAbsErr }, func(c chunkPoint) bool { return c.ErrFails },
+		maxErrFloor, r.MaxAbsErr, fmt.Sprintf("gate: -max-err %g", r.MaxAbsErr))
+	return p, err
+}
+
+// chunkBands are the first band of each kind a panel drew, for its
+// legend (nil when it drew none).
+type chunkBands struct {
+	failed, missing plot.Thumbnailer
+}
+
+// shadeChunks draws a band over the panel's y range behind each failed
+// (pale red) and missing (warm grey) chunk.
+func shadeChunks(p *plot.Plot, pts []chunkPoint) (chunkBands, error) {
+	var bands chunkBands
+	for _, c := range pts {
+		var fill color.Color
+		switch c.Kind {
+		case chunkFail:
+			fill = bandFail()
+		case chunkMissing:
+			fill = bandMissing()
+		default:
+			continue
+		}
+		x0, x1 := float64(c.Index), float64(c.Index+1)
+		band, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: p.Y.Min}, {X: x1, Y: p.Y.Min}, {X: x1, Y: p.Y.Max}, {X: x0, Y: p.Y.Max}})
+		if err != nil {
+			return bands, fmt.Errorf("replay: plot: %w", err)
+		}
+		band.Color = fill
+		band.LineStyle.Width = 0
+		p.Add(band)
+		switch {
+		case c.Kind == chunkFail && bands.failed == nil:
+			bands.failed = band
+		case c.Kind == chunkMissing && bands.missing == nil:
+			bands.missing = band
+		}
+	}
+	return bands, nil
+}
+
+// residualPlot draws replayed - recorded of dimension d, one line per
+// chunk so that no line joins the end of a chunk to the next one; the
+// lines of failed chunks are red, the ±max-err gate is drawn when there is
+// one.
+func residualPlot(r *Report, rows []Row, pts []chunkPoint, d int) (*plot.Plot, error) {
+	var lines [2][]plotter.XYs // [0] passing chunks, [1] failing ones
+	m := 0.0
+	recLo, recHi := math.Inf(1), math.Inf(-1)
+	for i, row := range rows {
+		if row.Recorded != nil {
+			for _, a := range row.Recorded.Chunk.Actions {
 				if d < len(a.Values) {
-					y := float64(a.Values[d])
-					xys = append(xys, plotter.XY{X: float64(i) + float64(k)/float64(len(c.Actions)), Y: y})
-					lo, hi = math.Min(lo, y), math.Max(hi, y)
+					v := float64(a.Values[d])
+					recLo, recHi = math.Min(recLo, v), math.Max(recHi, v)
 				}
 			}
-			if len(xys) > 0 {
-				all[j].lines = append(all[j].lines, xys)
+		}
+		res := residual(row, d)
+		if res == nil {
+			continue
+		}
+		xys := make(plotter.XYs, len(res))
+		for k, y := range res {
+			xys[k] = plotter.XY{X: float64(i) + float64(k)/float64(len(res)), Y: y}
+			if !math.IsNaN(y) && !math.IsInf(y, 0) {
+				m = math.Max(m, math.Abs(y))
+			}
+		}
+		j := 0
+		if pts[i].Kind == chunkFail {
+			j = 1
+		}
+		lines[j] = append(lines[j], xys)
+	}
+	title := fmt.Sprintf("action dim %d: residual", d)
+	if recLo <= recHi {
+		title += fmt.Sprintf(" (recorded values in [%.3g, %.3g])", recLo, recHi)
+	}
+	if m == 0 {
+		title += ", all 0"
+		m = 1e-6
+	}
+	// Only the first panel has a legend (the others draw the same way),
+	// and room above the data for it.
+	legend := d == 0
+	p := newChunkPlot(title, "replayed - recorded (action units)", len(rows))
+	p.Y.Min, p.Y.Max = -1.15*m, 1.15*m
+	if legend {
+		p.Y.Max = 2.2 * m
+	}
+	bands, err := shadeChunks(p, pts)
+	if err != nil {
+		return nil, err
+	}
+	if r.MaxAbsErr > 0 && r.MaxAbsErr < p.Y.Max {
+		for _, y := range []float64{r.MaxAbsErr, -r.MaxAbsErr} {
+			l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: p.X.Max, Y: y}})
+			if err != nil {
+				return nil, fmt.Errorf("replay: plot: gate: %w", err)
+			}
+			l.LineStyle = draw.LineStyle{Color: colourGate(), Width: vg.Points(1.2), Dashes: []vg.Length{vg.Points(6), vg.Points(3)}}
+			p.Add(l)
+			if y > 0 && legend {
+				p.Legend.Add(fmt.Sprintf("gate: ±%g (-max-err)", r.MaxAbsErr), l)
 			}
 		}
 	}
-	if lo > hi { // nothing to draw in this dimension
-		return p, nil
-	}
-	if hi == lo {
-		lo, hi = lo-1, hi+1
-	}
-	// Room above the data for the legend.
-	p.Y.Min, p.Y.Max = lo-0.05*(hi-lo), hi+0.3*(hi-lo)
-	if err := shadeFailures(p, rows); err != nil {
-		return nil, err
-	}
-	for _, s := range all {
-		for i, xys := range s.lines {
+	for j, name := range []string{"residual, chunk within the gate", "residual, chunk outside the gate"} {
+		style := draw.LineStyle{Color: colourOK(), Width: vg.Points(1)}
+		if j == 1 {
+			style = draw.LineStyle{Color: colourFail(), Width: vg.Points(1.4)}
+		}
+		for i, xys := range lines[j] {
 			l, err := plotter.NewLine(xys)
 			if err != nil {
-				return nil, fmt.Errorf("replay: plot: %w", err)
+				return nil, fmt.Errorf("replay: plot: dim %d: %w", d, err)
 			}
-			l.LineStyle = s.style
+			l.LineStyle = style
 			p.Add(l)
-			if i == 0 {
-				p.Legend.Add(s.name, l)
+			if i == 0 && legend {
+				p.Legend.Add(name, l)
 			}
+		}
+	}
+	if legend {
+		if bands.failed != nil {
+			p.Legend.Add("failed chunk", bands.failed)
+		}
+		if bands.missing != nil {
+			p.Legend.Add("missing chunk: no residual", bands.missing)
 		}
 	}
 	return p, nil
-}
-
-// shadeFailures marks the chunks that fail the gate with a pale band over
-// the plot's y range.
-func shadeFailures(p *plot.Plot, rows []Row) error {
-	first := true
-	for i, row := range rows {
-		if !row.Status.Failed() {
-			continue
-		}
-		x0, x1 := float64(i), float64(i+1)
-		band, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: p.Y.Min}, {X: x1, Y: p.Y.Min}, {X: x1, Y: p.Y.Max}, {X: x0, Y: p.Y.Max}})
-		if err != nil {
-			return fmt.Errorf("replay: plot: %w", err)
-		}
-		band.Color = color.RGBA{R: 0xff, G: 0xd8, B: 0xd8, A: 0xff}
-		band.LineStyle.Width = 0
-		p.Add(band)
-		if first {
-			p.Legend.Add("failed chunk", band)
-			first = false
-		}
-	}
-	return nil
 }
 
 // chunkTicks labels whole chunk indexes, at most about ten of them (a
@@ -205,35 +602,36 @@ func chunkTicks(n int) plot.Ticker {
 	})
 }
 
-// latencyPlot draws the denoise time of each chunk.
-func latencyPlot(rows []Row) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "denoise time per chunk"
-	p.X.Label.Text = "chunk"
-	p.X.Tick.Marker = chunkTicks(len(rows))
-	p.Y.Label.Text = "ms"
-	p.Legend.Top = true
+// latencyPlot draws the denoise time of each chunk, recorded and replayed.
+func latencyPlot(rows []Row, pts []chunkPoint) (*plot.Plot, error) {
+	p := newChunkPlot("denoise time per chunk", "denoise time (ms)", len(rows))
 	var rec, prod plotter.XYs
 	top := 0.0
 	for i, row := range rows {
+		x := float64(i) + 0.5
 		if row.Recorded != nil {
-			rec = append(rec, plotter.XY{X: float64(i), Y: float64(row.Recorded.Chunk.DenoiseMs)})
+			rec = append(rec, plotter.XY{X: x, Y: float64(row.Recorded.Chunk.DenoiseMs)})
 			top = math.Max(top, float64(row.Recorded.Chunk.DenoiseMs))
 		}
 		if row.Produced != nil {
-			prod = append(prod, plotter.XY{X: float64(i), Y: float64(row.Produced.DenoiseMs)})
+			prod = append(prod, plotter.XY{X: x, Y: float64(row.Produced.DenoiseMs)})
 			top = math.Max(top, float64(row.Produced.DenoiseMs))
 		}
 	}
-	p.Y.Min, p.Y.Max = 0, math.Max(top*1.3, 1e-3)
+	p.Y.Min, p.Y.Max = 0, math.Max(top*1.4, 1e-3)
+	if _, err := shadeChunks(p, pts); err != nil {
+		return nil, err
+	}
+	// Glyphs only while they stay apart.
+	glyphs := len(rows) <= 50
 	for _, s := range []struct {
 		name  string
 		xys   plotter.XYs
 		style draw.LineStyle
 		shape draw.GlyphDrawer
 	}{
-		{"recorded", rec, recordedStyle(), draw.CircleGlyph{}},
-		{"replayed", prod, producedStyle(), draw.TriangleGlyph{}},
+		{"recorded", rec, draw.LineStyle{Color: color.Black, Width: vg.Points(1)}, draw.CircleGlyph{}},
+		{"replayed", prod, draw.LineStyle{Color: colourOK(), Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}, draw.TriangleGlyph{}},
 	} {
 		if len(s.xys) == 0 {
 			continue
@@ -243,7 +641,12 @@ func latencyPlot(rows []Row) (*plot.Plot, error) {
 			return nil, fmt.Errorf("replay: plot: latency: %w", err)
 		}
 		l.LineStyle = s.style
-		pts.GlyphStyle = draw.GlyphStyle{Color: s.style.Color, Radius: vg.Points(2.5), Shape: s.shape}
+		if !glyphs {
+			p.Add(l)
+			p.Legend.Add(s.name, l)
+			continue
+		}
+		pts.GlyphStyle = draw.GlyphStyle{Color: s.style.Color, Radius: vg.Points(2), Shape: s.shape}
 		p.Add(l, pts)
 		p.Legend.Add(s.name, l, pts)
 	}

@@ -51,7 +51,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Float64Var(&o.maxErr, "max-err", 0, "gate: largest max |error| of a chunk (0: not checked)")
 	fs.DurationVar(&o.timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
 	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
-	fs.StringVar(&o.plot, "plot", "", "write a PNG of recorded vs produced actions (7 dimensions) and latency to this file")
+	fs.StringVar(&o.plot, "plot", "", "write a PNG to this file: per-chunk 1 - cosine and max |error| against the gate, the residual (replayed - recorded) of each action dimension, denoise time")
 	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
