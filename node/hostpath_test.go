@@ -303,13 +303,28 @@ func TestHostPathSmall(t *testing.T) {
 // small runs 5 measured chunks and checks the counts and allocations.
 func (h *hostPath) small(t *testing.T, what string) {
 	t.Helper()
-	r := h.run(t, 5, func(f func()) {
-		for range 5 {
-			f()
+	// runtime.MemStats counts the whole process: a goroutine another test
+	// left winding down may allocate during one measurement. A chunk that
+	// allocates does so in every measurement, so the fewest of three
+	// counts is the path's own.
+	var r hostPathReport
+	var counts []float64
+	for i := range 3 {
+		ri := h.run(t, 5, func(f func()) {
+			for range 5 {
+				f()
+			}
+		})
+		counts = append(counts, ri.allocs)
+		if i == 0 || ri.allocs < r.allocs {
+			r = ri
 		}
-	})
-	if s := h.node.Stats(); s.Out != 7 {
-		t.Fatalf("%s: %d chunks published, want 7: %s", what, s.Out, h.node.summary())
+		if ri.allocs == 0 {
+			break
+		}
+	}
+	if s := h.node.Stats(); s.Out != uint64(7*len(counts)) {
+		t.Fatalf("%s: %d chunks published, want %d: %s", what, s.Out, 7*len(counts), h.node.summary())
 	}
 	if r.parts.Steps <= 0 || r.parts.Bind <= 0 || r.total <= r.parts.Steps {
 		t.Errorf("%s: parts not measured: %s", what, r)
@@ -317,9 +332,9 @@ func (h *hostPath) small(t *testing.T, what string) {
 	// Steady state: the receive and worker paths allocate nothing
 	// after the first chunk (issue 11).
 	if r.allocs != 0 && !raceEnabled {
-		t.Errorf("%s: %.1f allocations per chunk, want 0: %s", what, r.allocs, r)
+		t.Errorf("%s: %.1f allocations per chunk in each of %d measurements (%v), want 0: %s", what, r.allocs, len(counts), counts, r)
 	}
-	t.Logf("%s: %s", what, r)
+	t.Logf("%s: %s (allocations per chunk, per measurement: %v)", what, r, counts)
 }
 
 // halfTrunc converts a float32 to binary16 by truncating its mantissa

@@ -153,7 +153,6 @@ func TestValidateAcrossParameters(t *testing.T) {
 		{[]string{"-p", "topics.context:=video_kv_cache"}, "same topic"},
 		{[]string{"-p", "topics.actions:=' '"}, `"topics.actions" must not be empty`},
 		{[]string{"-p", "sync.timeout:=0"}, `"sync.timeout" must be positive`},
-		{[]string{"-p", "use_sim_time:=true"}, "use_sim_time"},
 	} {
 		_, err := LoadParams(ros(append(base, c.rules...)...), fqn)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
