@@ -11,6 +11,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/lifecycle"
 )
 
 // Opener opens the backend that p names: backends.Open in the binaries.
@@ -64,6 +65,7 @@ type Managed struct {
 	stop    context.CancelFunc // ends the Node's Run
 	done    chan error         // the Node's Run result
 	lastErr string             // why the last transition failed
+	machine *lifecycle.Machine // set by Serve: the lifecycle state reported while unconfigured
 }
 
 // NewManaged validates the parameters and creates the node's publishers
@@ -311,18 +313,22 @@ func (m *Managed) Run(ctx context.Context) error {
 func (m *Managed) UnconfiguredDiagnostics() msgs.DiagnosticArray {
 	now := m.now()
 	m.mu.Lock()
-	p, why := m.p, m.lastErr
+	p, why, mach := m.p, m.lastErr, m.machine
 	m.mu.Unlock()
-	level, message := msgs.LevelOK, "unconfigured"
+	state := "unconfigured"
+	if mach != nil {
+		state = mach.State().Label // finalized after shutdown, or a transition state
+	}
+	level, message := msgs.LevelOK, state
 	if why != "" {
-		level, message = msgs.LevelError, "unconfigured: "+why
+		level, message = msgs.LevelError, state+": "+why
 	}
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
 		Status: []msgs.DiagnosticStatus{{
 			Level: level, Name: DiagnosticName, Message: message, HardwareID: p.Backend,
 			Values: []msgs.KeyValue{
-				{Key: "state", Value: "unconfigured"},
+				{Key: "state", Value: state},
 				{Key: "backend", Value: p.Backend},
 				{Key: "last_error", Value: why},
 				{Key: "dropped.unconfigured", Value: strconv.FormatUint(m.unconfiguredIn.Load(), 10)},
