@@ -210,7 +210,9 @@ var errContextBinaryMissing = &missingFile{"/models/missing.bin"}
 
 type missingFile struct{ path string }
 
-func (e *missingFile) Error() string { return "htp: context binary " + e.path + ": no such file or directory" }
+func (e *missingFile) Error() string {
+	return "htp: context binary " + e.path + ": no such file or directory"
+}
 
 func TestSubscribeClock(t *testing.T) {
 	bus := NewBus()
