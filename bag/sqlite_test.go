@@ -406,6 +406,8 @@ func TestSQLiteCancellation(t *testing.T) {
 	cancel()
 	if _, err := bag.OpenWith(ctx, dir, bag.ReaderOptions{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("open under a cancelled context: %v", err)
+	} else {
+		t.Log(err)
 	}
 	r, err := bag.Open(dir)
 	if err != nil {
