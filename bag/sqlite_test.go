@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -462,4 +463,77 @@ func TestSQLiteWalkUsesTheIndex(t *testing.T) {
 	if !strings.Contains(text, "timestamp_idx") || strings.Contains(text, "TEMP B-TREE") {
 		t.Fatalf("query plan %q: want a walk of timestamp_idx without a temporary sort", text)
 	}
+}
+
+// TestSQLiteRandomMutations opens 500 copies of a small Humble bag with 1
+// to 8 random bytes overwritten (the fuzzing engine manages few executions
+// a second on the instrumented, transpiled SQLite): each one reads, or
+// fails with an error, quickly and without a panic.
+func TestSQLiteRandomMutations(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "seed")
+	if err := bagtest.Write(dir, sqliteTopics, sqliteMessages(t, 3)); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile(filepath.Join(dir, "seed_0.db3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	failed := 0
+	for i := range 500 {
+		data := bytes.Clone(seed)
+		for range 1 + r.IntN(8) {
+			data[r.IntN(len(data))] = byte(r.IntN(256))
+		}
+		p := filepath.Join(t.TempDir(), "m.db3")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := openRead(p, bag.ReaderOptions{MaxChunkBytes: 1 << 16}); err != nil {
+			failed++
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("mutation %d took %v", i, d)
+		}
+	}
+	t.Logf("%d of 500 mutated databases refused with an error, the others read", failed)
+}
+
+// FuzzSQLiteBag opens mutated sqlite3 databases (seeded with a small bag
+// as Humble writes it): every one either reads or fails with an error,
+// never a panic, a hang or more than the limit per message.
+func FuzzSQLiteBag(f *testing.F) {
+	dir := filepath.Join(f.TempDir(), "seed")
+	ms := []bagtest.Message{
+		{Topic: topicKV, LogTime: time.Unix(1700000000, 0), Data: []byte{0, 1, 0, 0, 1, 2, 3, 4}},
+		{Topic: topicText, LogTime: time.Unix(1700000000, 5), Data: []byte{0, 1, 0, 0, 9}},
+	}
+	if err := bagtest.Write(dir, sqliteTopics, ms); err != nil {
+		f.Fatal(err)
+	}
+	seed, err := os.ReadFile(filepath.Join(dir, "seed_0.db3"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "f.db3")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := bag.OpenWith(context.Background(), p, bag.ReaderOptions{MaxChunkBytes: 1 << 16})
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		for m, err := range r.Messages(context.Background()) {
+			if err != nil {
+				return
+			}
+			if len(m.Data) > 1<<16 {
+				t.Fatalf("a message of %d bytes passed the 65536-byte limit", len(m.Data))
+			}
+		}
+	})
 }
