@@ -24,7 +24,8 @@ type ReaderOptions struct {
 	Topics []string
 	// MaxChunkBytes bounds every record read and every chunk decompressed
 	// (a file announcing more is rejected), and so the memory the reader
-	// needs per chunk it holds. 0 means DefaultMaxChunkBytes.
+	// needs per chunk it holds; in an SQLite database it bounds every
+	// message read. 0 means DefaultMaxChunkBytes.
 	MaxChunkBytes int64
 }
 

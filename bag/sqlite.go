@@ -420,8 +420,6 @@ func (f *sqliteFile) fetch(ctx context.Context) error {
 			return f.errorf("message %d has timestamp %d, want nanoseconds since the epoch (>= 0)", r.id, r.timestamp)
 		case dataKind != "blob":
 			return f.errorf("message %d has data of type %s, want a blob of CDR bytes", r.id, dataKind)
-		case r.size > f.limit:
-			return f.errorf("message %d (topic id %d) has %d bytes, more than the %d-byte limit", r.id, r.topicID, r.size, f.limit)
 		}
 		f.batch = append(f.batch, r)
 	}
@@ -462,6 +460,9 @@ func (f *sqliteFile) nextMessage(ctx context.Context) (Message, error) {
 		}
 		if !t.wanted {
 			continue
+		}
+		if r.size > f.limit {
+			return Message{}, f.errorf("message %d (topic %s) has %d bytes, more than the %d-byte limit", r.id, t.Name, r.size, f.limit)
 		}
 		var data []byte
 		var size int64

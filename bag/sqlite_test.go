@@ -296,7 +296,7 @@ func TestSQLiteHostile(t *testing.T) {
 			bag.ReaderOptions{}, "message 4 has timestamp -1, want nanoseconds since the epoch"},
 		{"blob over the limit", func(t *testing.T) string {
 			return damaged(t, "UPDATE messages SET data = zeroblob(2000000) WHERE id = 5")
-		}, bag.ReaderOptions{MaxChunkBytes: 1 << 20}, "message 5 (topic id 1) has 2000000 bytes, more than the 1048576-byte limit"},
+		}, bag.ReaderOptions{MaxChunkBytes: 1 << 20}, "message 5 (topic /fastwam/video_kv_cache) has 2000000 bytes, more than the 1048576-byte limit"},
 		{"message of an unknown topic", func(t *testing.T) string { return damaged(t, "UPDATE messages SET topic_id = 9 WHERE id = 1") },
 			bag.ReaderOptions{}, "1 messages have topic_id 9 (integer), which the topics table does not list"},
 		{"wanted topic not cdr", func(t *testing.T) string {
@@ -347,6 +347,10 @@ func TestSQLiteHostile(t *testing.T) {
 	dir := damaged(t, fmt.Sprintf("UPDATE topics SET serialization_format = 'json' WHERE name = '%s'", topicDiag))
 	if n, err := openRead(dir, bag.ReaderOptions{Topics: []string{topicKV, topicText}}); err != nil || n != 6 {
 		t.Errorf("non-CDR topic left out: %d messages, %v; want 6, nil", n, err)
+	}
+	dir = damaged(t, "UPDATE messages SET data = zeroblob(2000000) WHERE id = 3") // a /diagnostics message
+	if n, err := openRead(dir, bag.ReaderOptions{Topics: []string{topicKV, topicText}, MaxChunkBytes: 1 << 20}); err != nil || n != 6 {
+		t.Errorf("over-limit message of a topic left out: %d messages, %v; want 6, nil", n, err)
 	}
 	// A row whose data is not CDR is returned as it is (the decoders
 	// refuse it, naming the message).
