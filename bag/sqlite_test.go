@@ -352,6 +352,20 @@ func TestSQLiteHostile(t *testing.T) {
 	if n, err := openRead(dir, bag.ReaderOptions{Topics: []string{topicKV, topicText}, MaxChunkBytes: 1 << 20}); err != nil || n != 6 {
 		t.Errorf("over-limit message of a topic left out: %d messages, %v; want 6, nil", n, err)
 	}
+	// A bag of schema version 1 (before Foxy: no offered_qos_profiles
+	// column) reads, without QoS profiles.
+	dir = damaged(t, "ALTER TABLE topics DROP COLUMN offered_qos_profiles", "DROP TABLE schema")
+	if r, err := bag.Open(dir); err != nil {
+		t.Errorf("schema 1 bag: %v", err)
+	} else {
+		if ts := r.Topics(); len(ts) != 3 || ts[0].OfferedQoSProfiles != nil || ts[0].MessageCount != 3 {
+			t.Errorf("schema 1 bag: topics %+v", ts)
+		}
+		if got := readAll(t, r); len(got) != 9 {
+			t.Errorf("schema 1 bag: %d messages, want 9", len(got))
+		}
+		r.Close()
+	}
 	// A row whose data is not CDR is returned as it is (the decoders
 	// refuse it, naming the message).
 	dir = damaged(t, "UPDATE messages SET data = x'deadbeef' WHERE id = 2")
