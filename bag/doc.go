@@ -12,4 +12,10 @@
 // "offered_qos_profiles", and messages whose publish time equals their log
 // time. Messages are CDR bytes with their encapsulation header, exactly as
 // ROS 2 puts them on the wire.
+//
+// The reader also reads bags of rosbag2's sqlite3 storage, the default of
+// Humble's `ros2 bag record`: a folder with metadata.yaml
+// (storage_identifier sqlite3) and .db3 files, or a single .db3 file,
+// through the pure-Go modernc.org/sqlite driver (see sqlite.go). This
+// package writes MCAP only; bag/bagtest writes sqlite3 bags for tests.
 package bag

@@ -4,8 +4,10 @@ package bag
 // one file of r held at a time so far.
 func PeakHeldBytes(r *Reader) int64 {
 	var peak int64
-	for _, f := range r.files {
-		peak = max(peak, f.peakHeld)
+	for _, s := range r.files {
+		if f, ok := s.(*fileReader); ok {
+			peak = max(peak, f.peakHeld)
+		}
 	}
 	return peak
 }
@@ -13,8 +15,14 @@ func PeakHeldBytes(r *Reader) int64 {
 // HeldBytes returns the decompressed chunk bytes the files of r hold now.
 func HeldBytes(r *Reader) int64 {
 	var n int64
-	for _, f := range r.files {
-		n += f.held
+	for _, s := range r.files {
+		if f, ok := s.(*fileReader); ok {
+			n += f.held
+		}
 	}
 	return n
 }
+
+// SQLiteWalkQuery is the query of the sqlite3 reader's walk after its first
+// batch (parameters: timestamp, id, batch size).
+const SQLiteWalkQuery = sqliteWalkNext

@@ -180,7 +180,7 @@ func TestMissingBagFile(t *testing.T) {
 		t.Fatal("missing path opened")
 	}
 	empty := t.TempDir()
-	if _, err := bag.Open(empty); err == nil || !strings.Contains(err.Error(), "neither metadata.yaml nor .mcap files") {
+	if _, err := bag.Open(empty); err == nil || !strings.Contains(err.Error(), "neither metadata.yaml nor .mcap or .db3 files") {
 		t.Fatalf("empty folder: %v", err)
 	}
 }

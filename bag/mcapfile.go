@@ -214,7 +214,8 @@ func (f *fileReader) readHeaderAndFooter() error {
 		return err
 	}
 	if !bytes.Equal(magic, mcap.Magic) {
-		return f.errorf("not an MCAP file (bad magic % x)", magic)
+		// An SQLite database was told apart before (Reader.openSource).
+		return f.errorf("not an MCAP file (bad magic % x) nor an SQLite 3 database: want a rosbag2 .mcap or .db3 file", magic)
 	}
 	tail, err := f.readAt(f.size-magicLen-recordPrefixLen-footerBodyLen, magicLen+recordPrefixLen+footerBodyLen)
 	if err != nil {
@@ -882,12 +883,48 @@ func (f *fileReader) stopLinear(err error) (Message, error) {
 	return Message{}, err
 }
 
-// close releases the decompressors.
-func (f *fileReader) close() {
+// close releases the decompressors (the Reader closes the file).
+func (f *fileReader) close() error {
 	if f.zstd != nil {
 		f.zstd.Close()
 		f.zstd = nil
 	}
+	return nil
+}
+
+// path names the file in errors.
+func (f *fileReader) path() string { return f.name }
+
+// fileTopics lists the file's channels in channel id order, with their
+// schemas, QoS profiles and message counts.
+func (f *fileReader) fileTopics() ([]Topic, error) {
+	ids := make([]uint16, 0, len(f.channels))
+	for id := range f.channels {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	topics := make([]Topic, 0, len(ids))
+	for _, id := range ids {
+		ch := f.channels[id]
+		t := Topic{Name: ch.Topic, MessageEncoding: ch.MessageEncoding}
+		if s := f.schemas[ch.SchemaID]; s != nil {
+			t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, string(s.Data)
+		}
+		if q, ok := ch.Metadata[QoSMetadataKey]; ok {
+			profiles, err := ParseQoSProfiles(q)
+			if err != nil {
+				return nil, fmt.Errorf("%w (topic %s in %s)", err, ch.Topic, f.name)
+			}
+			t.OfferedQoSProfiles = profiles
+		}
+		if f.stats != nil {
+			t.MessageCount = f.stats.ChannelMessageCounts[id]
+		} else {
+			t.MessageCount = f.counts[id]
+		}
+		topics = append(topics, t)
+	}
+	return topics, nil
 }
 
 // maxLimit bounds ReaderOptions.MaxChunkBytes so int64 arithmetic on it

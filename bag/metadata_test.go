@@ -179,13 +179,15 @@ func TestMetadataErrors(t *testing.T) {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
 		}
 	}
-	// A bag of another storage is refused with a clear message.
+	// A bag of another storage (ROS 1 bags through rosbag2's bag_v2
+	// plugin) is refused with a clear message.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, bag.MetadataFile), []byte(rosbag2Metadata), 0o644); err != nil {
+	other := strings.Replace(rosbag2Metadata, "storage_identifier: sqlite3", "storage_identifier: rosbag_v2", 1)
+	if err := os.WriteFile(filepath.Join(dir, bag.MetadataFile), []byte(other), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bag.Open(dir); err == nil || !strings.Contains(err.Error(), `uses storage "sqlite3"`) {
-		t.Fatalf("sqlite3 bag: %v", err)
+	if _, err := bag.Open(dir); err == nil || !strings.Contains(err.Error(), `uses storage "rosbag_v2"; this reader reads "mcap" and "sqlite3" bags only`) {
+		t.Fatalf("rosbag_v2 bag: %v", err)
 	}
 }
 

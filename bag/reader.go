@@ -24,7 +24,8 @@ type ReaderOptions struct {
 	Topics []string
 	// MaxChunkBytes bounds every record read and every chunk decompressed
 	// (a file announcing more is rejected), and so the memory the reader
-	// needs per chunk it holds. 0 means DefaultMaxChunkBytes.
+	// needs per chunk it holds; in an SQLite database it bounds every
+	// message read. 0 means DefaultMaxChunkBytes.
 	MaxChunkBytes int64
 }
 
@@ -75,7 +76,7 @@ type Topic struct {
 // A Reader is not safe for concurrent use.
 type Reader struct {
 	meta   *Metadata
-	files  []*fileReader
+	files  []source
 	osf    []*os.File
 	heads  []*Message
 	done   []bool
@@ -83,9 +84,25 @@ type Reader struct {
 	err    error
 }
 
-// Open opens a bag: a bag folder (its metadata.yaml lists the MCAP files;
-// without one, every *.mcap file of the folder is read) or a single .mcap
-// file. It is OpenWith with a background context and no options.
+// source is one file of a bag: an MCAP file (fileReader) or an SQLite
+// database (sqliteFile).
+type source interface {
+	// nextMessage returns the file's next wanted message in log-time
+	// order, or io.EOF.
+	nextMessage(ctx context.Context) (Message, error)
+	// fileTopics lists the file's topics in the order of their ids.
+	fileTopics() ([]Topic, error)
+	// path names the file in errors.
+	path() string
+	close() error
+}
+
+// Open opens a bag: a bag folder (its metadata.yaml lists the files;
+// without one, every *.mcap and *.db3 file of the folder is read) or a
+// single .mcap or .db3 file. Files are MCAP or SQLite databases as
+// rosbag2's sqlite3 storage writes them (Humble's default), told apart by
+// their first bytes. It is OpenWith with a background context and no
+// options.
 func Open(path string) (*Reader, error) {
 	return OpenWith(context.Background(), path, ReaderOptions{})
 }
@@ -116,23 +133,12 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 	}
 	r := &Reader{meta: meta}
 	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("bag: %w", err)
-		}
-		r.osf = append(r.osf, f)
-		st, err := f.Stat()
-		if err != nil {
-			r.Close()
-			return nil, fmt.Errorf("bag: %w", err)
-		}
-		fr, err := openFile(ctx, f, st.Size(), p, limit, want)
+		src, err := r.openSource(ctx, p, limit, want)
 		if err != nil {
 			r.Close()
 			return nil, err
 		}
-		r.files = append(r.files, fr)
+		r.files = append(r.files, src)
 	}
 	r.heads = make([]*Message, len(r.files))
 	r.done = make([]bool, len(r.files))
@@ -141,6 +147,40 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 		return nil, err
 	}
 	return r, nil
+}
+
+// openSource opens one file of a bag as MCAP or SQLite, as its first bytes
+// say.
+func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map[string]bool) (source, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("bag: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bag: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("bag: %s is not a regular file", p)
+	}
+	head := make([]byte, len(sqliteMagic))
+	n, _ := f.ReadAt(head, 0)
+	if isSQLite(head[:n]) {
+		f.Close()
+		if r.meta != nil && r.meta.StorageIdentifier != StorageSQLite3 {
+			return nil, fmt.Errorf("bag: %s is an SQLite database, but %s says storage %q", p, MetadataFile, r.meta.StorageIdentifier)
+		}
+		return openSQLite(ctx, p, limit, want)
+	}
+	if r.meta != nil && r.meta.StorageIdentifier == StorageSQLite3 {
+		f.Close()
+		return nil, fmt.Errorf("bag: %s is not an SQLite 3 database (it starts %q, want %q), but %s says storage %q",
+			p, head[:n], sqliteMagic, MetadataFile, StorageSQLite3)
+	}
+	r.osf = append(r.osf, f)
+	return openFile(ctx, f, st.Size(), p, limit, want)
 }
 
 // bagFiles resolves path to the MCAP files to read and the bag's metadata
@@ -155,12 +195,16 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	}
 	meta, err := ReadMetadata(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		matches, err := filepath.Glob(filepath.Join(path, "*.mcap"))
-		if err != nil {
-			return nil, nil, fmt.Errorf("bag: %w", err)
+		var matches []string
+		for _, pattern := range []string{"*.mcap", "*.db3"} {
+			m, err := filepath.Glob(filepath.Join(path, pattern))
+			if err != nil {
+				return nil, nil, fmt.Errorf("bag: %w", err)
+			}
+			matches = append(matches, m...)
 		}
 		if len(matches) == 0 {
-			return nil, nil, fmt.Errorf("bag: %s has neither %s nor .mcap files", path, MetadataFile)
+			return nil, nil, fmt.Errorf("bag: %s has neither %s nor .mcap or .db3 files", path, MetadataFile)
 		}
 		slices.Sort(matches)
 		return matches, nil, nil
@@ -168,8 +212,9 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if meta.StorageIdentifier != StorageIdentifier {
-		return nil, nil, fmt.Errorf("bag: %s uses storage %q; this reader reads %q bags only", path, meta.StorageIdentifier, StorageIdentifier)
+	if meta.StorageIdentifier != StorageIdentifier && meta.StorageIdentifier != StorageSQLite3 {
+		return nil, nil, fmt.Errorf("bag: %s uses storage %q; this reader reads %q and %q bags only",
+			path, meta.StorageIdentifier, StorageIdentifier, StorageSQLite3)
 	}
 	if meta.CompressionFormat != "" || meta.CompressionMode != "" {
 		return nil, nil, fmt.Errorf("bag: %s uses rosbag2 %s compression (%s mode), which this reader does not support",
@@ -185,35 +230,17 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	return paths, meta, nil
 }
 
-// mergeTopics lists the topics of all files, in channel id order of the
-// first file that has them, with summed message counts.
-func mergeTopics(files []*fileReader) ([]Topic, error) {
+// mergeTopics lists the topics of all files, in id order of the first
+// file that has them, with summed message counts.
+func mergeTopics(files []source) ([]Topic, error) {
 	var topics []Topic
 	byName := map[string]int{}
 	for _, f := range files {
-		ids := make([]uint16, 0, len(f.channels))
-		for id := range f.channels {
-			ids = append(ids, id)
+		ts, err := f.fileTopics()
+		if err != nil {
+			return nil, err
 		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			ch := f.channels[id]
-			t := Topic{Name: ch.Topic, MessageEncoding: ch.MessageEncoding}
-			if s := f.schemas[ch.SchemaID]; s != nil {
-				t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, string(s.Data)
-			}
-			if q, ok := ch.Metadata[QoSMetadataKey]; ok {
-				profiles, err := ParseQoSProfiles(q)
-				if err != nil {
-					return nil, fmt.Errorf("%w (topic %s in %s)", err, ch.Topic, f.name)
-				}
-				t.OfferedQoSProfiles = profiles
-			}
-			if f.stats != nil {
-				t.MessageCount = f.stats.ChannelMessageCounts[id]
-			} else {
-				t.MessageCount = f.counts[id]
-			}
+		for _, t := range ts {
 			i, seen := byName[t.Name]
 			if !seen {
 				byName[t.Name] = len(topics)
@@ -221,7 +248,7 @@ func mergeTopics(files []*fileReader) ([]Topic, error) {
 				continue
 			}
 			if topics[i].Type != t.Type {
-				return nil, fmt.Errorf("bag: topic %s has type %s in one file and %s in %s", t.Name, topics[i].Type, t.Type, f.name)
+				return nil, fmt.Errorf("bag: topic %s has type %s in one file and %s in %s", t.Name, topics[i].Type, t.Type, f.path())
 			}
 			topics[i].MessageCount += t.MessageCount
 		}
@@ -303,7 +330,9 @@ func (r *Reader) Messages(ctx context.Context) iter.Seq2[Message, error] {
 func (r *Reader) Close() error {
 	var errs []string
 	for _, f := range r.files {
-		f.close()
+		if err := f.close(); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	for _, f := range r.osf {
 		if err := f.Close(); err != nil {

@@ -111,6 +111,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		{Key: "out.clipped", Value: u(s.Clipped)},
 		{Key: "failed", Value: u(s.Failed)},
 		{Key: "dropped", Value: u(s.TotalDropped())},
+		{Key: "time_jumps", Value: u(n.TimeJumps())},
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Dropped)) {
 		kv = append(kv, msgs.KeyValue{Key: "dropped." + string(k), Value: u(s.Dropped[k])})

@@ -112,6 +112,7 @@ type Node struct {
 	recvMaxAge time.Duration // max_input_age as the receive path applies it (under mu; see UpdateLive)
 	kvStamp    stampCheck
 	ctxStamp   stampCheck
+	jumps      timeJumps // time jumps backwards (timejump.go)
 	slot       *slot
 	stats      *stats
 	recycle    *recycler // the receive path's inputs and pairs, reused
@@ -438,7 +439,7 @@ func (n *Node) onKV(data []byte) {
 	}
 	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
-	if rej := n.kvStamp.check(topic, in.stamp, now, n.recvMaxAge); rej != nil {
+	if rej := n.checkStamp(topic, &n.kvStamp, &n.jumps.kvSeq, in.stamp, in.msg.Seq, now); rej != nil {
 		n.mu.Unlock()
 		n.recycle.freeKV(in)
 		n.rejected(rej)
@@ -470,7 +471,7 @@ func (n *Node) onContext(data []byte) {
 	in.recv, in.decode = now, n.now().Sub(now)
 	n.mu.Lock()
 	if n.p.Sync.Policy == SyncExact {
-		if rej := n.ctxStamp.check(topic, in.stamp, now, n.recvMaxAge); rej != nil {
+		if rej := n.checkStamp(topic, &n.ctxStamp, &n.jumps.ctxSeq, in.stamp, in.msg.Seq, now); rej != nil {
 			n.mu.Unlock()
 			n.recycle.freeCtx(in)
 			n.rejected(rej)
@@ -527,6 +528,8 @@ func (n *Node) dropped(topic string, why Drop) {
 		msg = fmt.Sprintf("the node is %s", n.State())
 	case DropShutdown:
 		msg = "shutting down"
+	case DropTimeJump:
+		msg = "it belongs to the timeline before a time jump backwards"
 	}
 	n.log.Infof("dropping %s input (%s): %s (logged once; counted in %s)", topic, why, msg, n.p.Topics.Diagnostics)
 }

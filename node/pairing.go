@@ -172,6 +172,42 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 	p.ctxs = slices.Delete(p.ctxs, 0, n)
 }
 
+// dropAfter drops the messages held whose stamps lie after stamp: at a
+// time jump backwards to stamp they belong to the old timeline, and no
+// input of the new one can pair with them. Messages at or before stamp
+// (the partner of the jump's input, arrived first) stay.
+func (p *pairer) dropAfter(stamp time.Time, drop dropFunc) {
+	if p.policy == SyncLatest {
+		if p.pendingKV != nil && p.pendingKV.stamp.After(stamp) {
+			drop(p.kvTopic, DropTimeJump)
+			p.rc.freeKV(p.pendingKV)
+			p.pendingKV = nil
+		}
+		if p.latest != nil && p.latest.stamp.After(stamp) {
+			drop(p.ctxTopic, DropTimeJump)
+			p.rc.freeCtx(p.latest)
+			p.latest = nil
+		}
+		return
+	}
+	p.kvs = slices.DeleteFunc(p.kvs, func(k *kvInput) bool {
+		if !k.stamp.After(stamp) {
+			return false
+		}
+		drop(p.kvTopic, DropTimeJump)
+		p.rc.freeKV(k)
+		return true
+	})
+	p.ctxs = slices.DeleteFunc(p.ctxs, func(c *ctxInput) bool {
+		if !c.stamp.After(stamp) {
+			return false
+		}
+		drop(p.ctxTopic, DropTimeJump)
+		p.rc.freeCtx(c)
+		return true
+	})
+}
+
 // waiting is the number of messages held.
 func (p *pairer) waiting() int {
 	n := len(p.kvs) + len(p.ctxs)

@@ -49,7 +49,8 @@ type Recording struct {
 	Dt float64
 }
 
-// Scan reads a bag (a rosbag2 folder or a single .mcap file) once: it
+// Scan reads a bag (a rosbag2 folder, MCAP or sqlite3, or a single .mcap
+// or .db3 file) once: it
 // checks that the node's input topics are there with the node's types,
 // counts the inputs, notes their shapes and collects the ActionChunks
 // recorded on the actions topic. Topic names must be fully qualified (see

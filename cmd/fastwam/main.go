@@ -14,6 +14,7 @@
 //	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
 //	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
+//	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
 // Help (fastwam help ..., fastwam <command> -h) goes to stdout with exit status 0;
@@ -50,6 +51,9 @@ func commands() []command {
 			{name: "make", summary: "write a regression bag from golden inputs, with the CPU reference's chunks as the expected output", run: runBagMake},
 		}},
 		{name: "replay", summary: "replay a bag through the node and compare with its recorded chunks; exits 1 naming failing chunks", run: runReplay},
+		{name: "weights", summary: "test weights (weights make: random CPU-backend weights of any shape)", subcommands: []command{
+			{name: "make", summary: "write random CPU-backend test weights (safetensors, f32/f16/bf16) of any shape", run: runWeightsMake},
+		}},
 	}
 }
 
@@ -188,7 +192,7 @@ func groupUsage(w io.Writer, prefix string, cmds []command) {
 		if c.subcommands != nil {
 			name += " " + c.subcommands[0].name
 		}
-		fmt.Fprintf(w, "  %-9s %s\n", name, c.summary)
+		fmt.Fprintf(w, "  %-12s %s\n", name, c.summary)
 	}
 	fmt.Fprintln(w)
 }

@@ -36,7 +36,8 @@ type replayOpts struct {
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("replay", stdout, stderr, "[flags] [bag]\n\n"+
-		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder or an .mcap file)\n"+
+		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder, an .mcap file or a\n"+
+		".db3 file: MCAP storage or sqlite3, Humble's `ros2 bag record` default)\n"+
 		"through the node, as ROS would deliver them, and compares the ActionChunks it publishes with\n"+
 		"those recorded on its output topic (matched by stamp): a table per chunk, and exit status 1\n"+
 		"naming the chunks below the gate or not produced. Steps, shift and noise seed are taken from\n"+

@@ -25,10 +25,12 @@ import (
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/shutdown"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/backends"
 	"github.com/fastwam/actionexpert/node/rosnode"
+	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 // nodeName is the node's default name; `-r __node:=...` renames it.
@@ -91,46 +93,56 @@ func run(args []string) int {
 	return 0
 }
 
-// serve configures the node, opens the backend, spins until ctx is done and
-// shuts down in order: the worker stops using the backend, spinning stops,
-// the backend is closed (the HTP backend down-votes), and the caller then
-// closes the ROS node and the context. setGrace receives the shutdown_grace
-// parameter.
+// serve configures the managed node and spins until ctx is done: its
+// topics, lifecycle and parameter services exist from the start; with
+// autostart (the default) it runs configure (open the backend, self-test)
+// and activate at once, otherwise it waits unconfigured for `ros2
+// lifecycle set`. At the end the node shuts down in order: the worker
+// stops using the backend, the backend is closed (the HTP backend
+// down-votes), spinning stops, and the caller then closes the ROS node
+// and the context. setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) (err error) {
-	p, err := node.LoadParams(args, rn.FullyQualifiedName())
+	fqn := rn.FullyQualifiedName()
+	p, err := node.LoadParams(args, fqn)
 	if err != nil {
 		return err
 	}
 	setGrace(p.ShutdownGrace)
-	log.Infof("%s: opening the %s backend", rn.FullyQualifiedName(), p.Backend)
-	b, err := backends.Open(ctx, p, log)
+	tr := rosnode.NewTransport(rn, log)
+	cfg := node.ManagedConfig{Params: p, Logger: log, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
+		return backends.Open(ctx, p, log)
+	}}
+	if p.UseSimTime {
+		sim := rostime.NewSim()
+		if err := node.SubscribeClock(tr, sim, log); err != nil {
+			return fmt.Errorf("use_sim_time: %w", err)
+		}
+		cfg.Now = sim.Now
+		log.Infof("%s: use_sim_time: the node's clock is %s", fqn, rostime.ClockTopic)
+	}
+	m, err := node.NewManaged(cfg, tr)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := b.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close backend: %w", cerr))
-		} else {
-			log.Infof("backend closed")
-		}
-	}()
-	cfg := node.Config{Params: p, Logger: log}
-	if !p.SelfTest.Skip && p.SelfTest.Golden != "" {
-		// Read here, under the signals' context, so that a Ctrl-C during
-		// the load stops it in order (node.New has no context).
-		if cfg.Golden, err = node.LoadGolden(ctx, p.SelfTest.Golden, b.Dims()); err != nil {
-			return fmt.Errorf("node: self_test.golden: %w", err)
-		}
-	}
-	n, err := node.New(cfg, b, rosnode.NewTransport(rn, log))
+	mach, err := m.Serve(ctx, tr, fqn)
 	if err != nil {
 		return err
 	}
-	// Subscriptions exist now; rclgo's wait set is built when spinning starts.
+	// Subscriptions and services exist now; rclgo's wait set is built when
+	// spinning starts.
 	spinCtx, stopSpin := context.WithCancel(context.Background())
 	spun := make(chan error, 1)
 	go func() { spun <- rn.Spin(spinCtx) }()
-	runErr := n.Run(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	if p.Autostart {
+		if err := node.Autostart(ctx, mach); err != nil && ctx.Err() == nil {
+			log.Errorf("%v; the node waits for `ros2 lifecycle set %s configure`", err, fqn)
+		}
+	} else {
+		log.Infof("%s: unconfigured (autostart false): `ros2 lifecycle set %s configure`, then activate", fqn, fqn)
+	}
+	runErr := <-ran
 	stopSpin()
 	spinErr := <-spun
 	if errors.Is(spinErr, context.Canceled) {

@@ -11,6 +11,7 @@ package rosnode
 #include <string.h>
 
 #include <rcutils/allocator.h>
+#include <rmw/error_handling.h>
 #include <rmw/rmw.h>
 #include <rmw/serialized_message.h>
 #include <rosidl_runtime_c/message_type_support_struct.h>

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/x448/float16"
+
+	"github.com/fastwam/actionexpert/expert/cpu"
+)
+
+// weightsMakeUsage is the help text of `fastwam weights make`.
+const weightsMakeUsage = "-o FILE [flags]\n\n" +
+	"Writes random CPU-backend test weights as a safetensors file: every tensor of the action\n" +
+	"expert's state dict (spec §1) for the configuration the flags give, drawn from a seeded\n" +
+	"generator (matrices uniform in ±sqrt(3/fan_in), RMSNorm and LayerNorm gains 1±0.2, the rest\n" +
+	"±0.1), stored as f32, f16 or bf16. The configuration goes into the file's fastwam_config\n" +
+	"metadata, so the CPU backend needs no config.json beside it (-weights FILE, cpu.weights:=FILE).\n" +
+	"The defaults are the full-size model's message widths (30 layers, 24x128 heads, text width\n" +
+	"4096, 98 video and 129 context tokens, 32 actions x 7) with a small hidden and FFN width (64),\n" +
+	"so that full-size inputs can be exercised without the checkpoint in a file of about 195 MB;\n" +
+	"-hidden 1024 -ffn 4096 gives the full model (4.1 GB in f32). Same flags and -seed, same bytes.\n\n" +
+	"Use: fastwam weights make -o /tmp/w.safetensors, then cpu.weights:=/tmp/w.safetensors for the node\n" +
+	"(--ros-args -p) or replay (-p), or -weights /tmp/w.safetensors for bag make (with a full-size\n" +
+	"-golden), to run full-size messages through the CPU backend."
+
+func runWeightsMake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("weights make", stdout, stderr, weightsMakeUsage)
+	full := cpu.FullConfig()
+	var (
+		out   string
+		force bool
+		dtype string
+		seed  uint64
+		c     = full
+	)
+	c.HiddenDim, c.FFNDim = 64, 64
+	fs.StringVar(&out, "o", "", "safetensors file to write (must not exist, unless -force)")
+	fs.BoolVar(&force, "force", false, "replace the file -o if it exists")
+	fs.StringVar(&dtype, "dtype", "f32", "storage type of every tensor: f32, f16 or bf16")
+	fs.Uint64Var(&seed, "seed", 1, "seed of the random values")
+	fs.IntVar(&c.NumLayers, "layers", full.NumLayers, "num_layers: transformer blocks")
+	fs.IntVar(&c.NumHeads, "heads", full.NumHeads, "num_heads: attention heads")
+	fs.IntVar(&c.HeadDim, "head-dim", full.HeadDim, "attn_head_dim: width of a head (even); heads*head-dim is the KV cache's width")
+	fs.IntVar(&c.TextDim, "text-dim", full.TextDim, "text_dim: width of the TextContext tensor")
+	fs.IntVar(&c.HiddenDim, "hidden", c.HiddenDim, "hidden_dim: the model width (full model: 1024)")
+	fs.IntVar(&c.FFNDim, "ffn", c.FFNDim, "ffn_dim: the feed-forward width (full model: 4096)")
+	fs.IntVar(&c.FreqDim, "freq-dim", full.FreqDim, "freq_dim: width of the sinusoidal timestep embedding (even)")
+	fs.IntVar(&c.ActionDim, "action-dim", full.ActionDim, "action_dim: values per action")
+	fs.IntVar(&c.ActionSteps, "action-tokens", full.ActionSteps, "action_tokens: actions per chunk")
+	fs.IntVar(&c.VideoTokens, "video-tokens", full.VideoTokens, "video_tokens: cached video tokens the backend is sized for")
+	fs.IntVar(&c.ContextTokens, "context-tokens", full.ContextTokens, "context_tokens: context tokens the backend is sized for")
+	fs.Float64Var(&c.Eps, "eps", full.Eps, "eps of the norms")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("unexpected argument %q", fs.Arg(0))
+	}
+	if out == "" {
+		fs.Usage()
+		return usageError("weights make needs -o FILE")
+	}
+	st, ok := storageTypes[dtype]
+	if !ok {
+		return usageError("-dtype must be f32, f16 or bf16, got %q", dtype)
+	}
+	if err := c.Validate(); err != nil {
+		return usageError("%v (set by the flag of the same name)", err)
+	}
+	if err := checkWeightsOutput(out, force); err != nil {
+		return err
+	}
+	tensors := stateDict(c)
+	n, err := writeWeights(ctx, out, c, tensors, st, seed)
+	if err != nil {
+		return err
+	}
+	var params int64
+	for _, t := range tensors {
+		params += t.numel()
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d tensors, %d parameters in %s, %d bytes (seed %d)\n", out, len(tensors), params, st.name, n, seed)
+	fmt.Fprintf(stdout, "config: %d layers, %dx%d heads, hidden %d, ffn %d, text %d, freq %d, %d actions x %d, %d video and %d context tokens\n",
+		c.NumLayers, c.NumHeads, c.HeadDim, c.HiddenDim, c.FFNDim, c.TextDim, c.FreqDim, c.ActionSteps, c.ActionDim, c.VideoTokens, c.ContextTokens)
+	return nil
+}
+
+// checkWeightsOutput checks -o before any work: a new file in an existing
+// folder, or, with force, an existing regular file.
+func checkWeightsOutput(path string, force bool) error {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !force:
+		return usageError("-o %s already exists; want a new file (replace it with -force)", path)
+	case err == nil && !st.Mode().IsRegular():
+		return usageError("-o %s exists and is not a regular file; will not replace it", path)
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return usageError("-o %s: %v", path, err)
+	}
+	return checkOutputFile("-o", path)
+}
+
+// storageType is a safetensors dtype and how to write a float32 as it.
+type storageType struct {
+	name, dtype string
+	size        int
+	put         func(b []byte, v float32)
+}
+
+var storageTypes = map[string]storageType{
+	"f32":  {"f32", "F32", 4, func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) }},
+	"f16":  {"f16", "F16", 2, func(b []byte, v float32) { binary.LittleEndian.PutUint16(b, float16.Fromfloat32(v).Bits()) }},
+	"bf16": {"bf16", "BF16", 2, func(b []byte, v float32) { binary.LittleEndian.PutUint16(b, bfloat16(v)) }},
+}
+
+// bfloat16 rounds a finite float32 to the nearest bfloat16 (ties to even),
+// as PyTorch's .to(torch.bfloat16) does.
+func bfloat16(v float32) uint16 {
+	u := math.Float32bits(v)
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// tensor is one entry of the state dict: its name, shape and how its
+// random values are drawn (base + scale*U(-1, 1)).
+type tensor struct {
+	name        string
+	shape       []int
+	base, scale float32
+}
+
+func (t tensor) numel() int64 {
+	n := int64(1)
+	for _, s := range t.shape {
+		n *= int64(s)
+	}
+	return n
+}
+
+// stateDict lists the action expert's tensors for c, with the names and
+// shapes of the specification's state dict (§1, dims substituted as §9
+// says), in its order. It is written from the specification, not from the
+// CPU backend's table, so that loading the file checks the two agree.
+func stateDict(c cpu.Config) []tensor {
+	D, F, A, T, f, a := c.HiddenDim, c.FFNDim, c.NumHeads*c.HeadDim, c.TextDim, c.FreqDim, c.ActionDim
+	var ts []tensor
+	linear := func(name string, out, in int) {
+		ts = append(ts,
+			tensor{name + ".weight", []int{out, in}, 0, float32(math.Sqrt(3 / float64(in)))},
+			tensor{name + ".bias", []int{out}, 0, 0.1})
+	}
+	gain := func(name string, n int) { ts = append(ts, tensor{name, []int{n}, 1, 0.2}) }
+	linear("action_encoder", D, a)
+	linear("text_embedding.0", D, T)
+	linear("text_embedding.2", D, D)
+	linear("time_embedding.0", D, f)
+	linear("time_embedding.2", D, D)
+	linear("time_projection.1", 6*D, D)
+	linear("head", a, D)
+	for l := range c.NumLayers {
+		p := "blocks." + strconv.Itoa(l) + "."
+		ts = append(ts, tensor{p + "modulation", []int{1, 6, D}, 0, 0.1})
+		for _, attn := range []string{"self_attn", "cross_attn"} {
+			for _, proj := range []string{"q", "k", "v"} {
+				linear(p+attn+"."+proj, A, D)
+			}
+			linear(p+attn+".o", D, A)
+			gain(p+attn+".norm_q.weight", A)
+			gain(p+attn+".norm_k.weight", A)
+		}
+		gain(p+"norm3.weight", D)
+		ts = append(ts, tensor{p + "norm3.bias", []int{D}, 0, 0.1})
+		linear(p+"ffn.0", F, D)
+		linear(p+"ffn.2", D, F)
+	}
+	return ts
+}
+
+// safetensorsEntry is one tensor of the header.
+type safetensorsEntry struct {
+	DType   string  `json:"dtype"`
+	Shape   []int   `json:"shape"`
+	Offsets []int64 `json:"data_offsets"`
+}
+
+// weightsHeadSplit is the fastwam_head_split metadata `fastwam parity`
+// reads: the head split is the flags'.
+type weightsHeadSplit struct {
+	NumHeads int    `json:"num_heads"`
+	HeadDim  int    `json:"attn_head_dim"`
+	Source   string `json:"source"`
+	Note     string `json:"note"`
+}
+
+// writeWeights writes the tensors' random values to path through a
+// temporary file in the same folder, renamed into place when complete, and
+// returns the file's size. Values are generated and written one tensor at a
+// time: memory does not grow with the model.
+func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, st storageType, seed uint64) (int64, error) {
+	cfgJSON, err := json.Marshal(c)
+	if err != nil {
+		return 0, fmt.Errorf("weights: configuration: %w", err)
+	}
+	split, err := json.Marshal(weightsHeadSplit{NumHeads: c.NumHeads, HeadDim: c.HeadDim, Source: "flags",
+		Note: "random test weights written by fastwam weights make, seed " + strconv.FormatUint(seed, 10)})
+	if err != nil {
+		return 0, fmt.Errorf("weights: head split: %w", err)
+	}
+	header := map[string]any{"__metadata__": map[string]string{
+		cpu.ConfigMetadataKey: string(cfgJSON), headSplitMetadataKey: string(split), "format": "pt",
+	}}
+	var off int64
+	for _, t := range ts {
+		n := t.numel() * int64(st.size)
+		header[t.name] = safetensorsEntry{DType: st.dtype, Shape: t.shape, Offsets: []int64{off, off + n}}
+		off += n
+	}
+	hb, err := json.Marshal(header)
+	if err != nil {
+		return 0, fmt.Errorf("weights: header: %w", err)
+	}
+	// The data section starts 8-byte aligned: the header is padded with
+	// spaces, as the safetensors format allows.
+	if pad := (8 - len(hb)%8) % 8; pad > 0 {
+		hb = append(hb, strings.Repeat(" ", pad)...)
+	}
+
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("weights: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	var n8 [8]byte
+	binary.LittleEndian.PutUint64(n8[:], uint64(len(hb)))
+	w.Write(n8[:])
+	w.Write(hb)
+	r := rand.New(rand.NewPCG(seed, 0x5afe_7e45))
+	buf := make([]byte, 64<<10)
+	for i, t := range ts {
+		left := t.numel()
+		for left > 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, fmt.Errorf("weights: writing %s stopped at tensor %d of %d (%s): %w", path, i+1, len(ts), t.name, err)
+			}
+			k := min(left, int64(len(buf)/st.size))
+			for j := range k {
+				st.put(buf[j*int64(st.size):], t.base+t.scale*(2*r.Float32()-1))
+			}
+			if _, err := w.Write(buf[:k*int64(st.size)]); err != nil {
+				return 0, fmt.Errorf("weights: write %s: %w", path, err)
+			}
+			left -= k
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return 0, fmt.Errorf("weights: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, fmt.Errorf("weights: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return 0, fmt.Errorf("weights: %w", err)
+	}
+	done = true
+	return int64(8+len(hb)) + off, nil
+}

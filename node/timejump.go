@@ -1,0 +1,107 @@
+package node
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Time jumps backwards. A bag played again (or looped), a restarted
+// simulator or a restarted world model makes the input stamps start over
+// from an earlier time. Without a notion of that, every later input would
+// be rejected as out of order or duplicate until the stamps passed the
+// last accepted one.
+//
+// The rule: an input of a stamp-checked topic (the cache; the context too
+// under sync.policy exact) that is not stale and whose stamp is strictly
+// older than the last accepted stamp of its topic is a jump backwards when
+//
+//   - it is older by more than the jump threshold, max(sync.timeout, 1 s):
+//     no pairing could still use a message that far back; or
+//   - its seq is at or below the first seq accepted on its topic since the
+//     node started or since the last jump, and later inputs of the topic
+//     were accepted with higher seqs: the producer counted up from there
+//     and has started its count over (a bag played again repeats its seqs
+//     from the first one; a restarted producer counts from 0 again). A
+//     lower seq right after the first input is a reordering.
+//
+// Anything else older than the last accepted stamp (a small reordering
+// within the threshold, with a seq past the first one) is still rejected
+// as out_of_order, and an equal stamp as a duplicate (a bag of one message
+// played twice is not told from a message delivered twice).
+//
+// On a jump the node logs one warning, counts it (time_jumps in the
+// diagnostics), forgets the last stamps and first seqs of both inputs (so
+// that the partner's first message of the new timeline is accepted, not
+// taken for a second jump), drops the inputs waiting for a partner whose
+// stamps lie after the jump's (the old timeline; counted as
+// dropped.time_jump) and accepts the input.
+
+// DropTimeJump counts inputs of the old timeline dropped from the pairing
+// buffers at a time jump backwards.
+const DropTimeJump Drop = "time_jump"
+
+// minJumpThreshold is the smallest jump threshold (see above).
+const minJumpThreshold = time.Second
+
+// seqStart is the first and the last seq accepted on a topic since the
+// last reset.
+type seqStart struct {
+	first, last uint64
+	seen        bool
+}
+
+// timeJumps is the node's time-jump state: the first accepted seq of each
+// input (guarded by Node.mu) and the number of jumps (read by the
+// diagnostics without Node.mu).
+type timeJumps struct {
+	kvSeq, ctxSeq seqStart
+	count         atomic.Uint64
+}
+
+// jumpThreshold is max(sync.timeout, 1 s).
+func (n *Node) jumpThreshold() time.Duration { return max(n.pairer.timeout, minJumpThreshold) }
+
+// TimeJumps is the number of time jumps backwards the node has detected.
+func (n *Node) TimeJumps() uint64 { return n.jumps.count.Load() }
+
+// checkStamp checks the stamp of an input of topic like stampCheck.check,
+// detecting a time jump backwards first (see above). c and s are the
+// topic's stamp and seq state. n.mu is held.
+func (n *Node) checkStamp(topic string, c *stampCheck, s *seqStart, stamp time.Time, seq uint64, now time.Time) *inputError {
+	var probe stampCheck // no previous stamp: only the zero-stamp and age checks
+	if rej := probe.check(topic, stamp, now, n.recvMaxAge); rej != nil {
+		return rej
+	}
+	if c.seen && stamp.Before(c.last) {
+		back := c.last.Sub(stamp)
+		restarted := s.seen && s.last > s.first && seq <= s.first
+		if back > n.jumpThreshold() || restarted {
+			n.timeJump(topic, stamp, seq, c.last, back, restarted, s.first)
+		}
+	}
+	if rej := c.check(topic, stamp, now, n.recvMaxAge); rej != nil {
+		return rej
+	}
+	if !s.seen {
+		s.first, s.seen = seq, true
+	}
+	s.last = seq
+	return nil
+}
+
+// timeJump handles a jump backwards detected on topic: it logs it, counts
+// it, resets the stamp and seq state of both inputs and drops the waiting
+// inputs of the old timeline. n.mu is held.
+func (n *Node) timeJump(topic string, stamp time.Time, seq uint64, last time.Time, back time.Duration, restarted bool, first uint64) {
+	k := n.jumps.count.Add(1)
+	why := "more than the jump threshold " + n.jumpThreshold().String()
+	if restarted {
+		why = "its seq " + u(seq) + " restarts at or below the first accepted " + u(first)
+	}
+	n.log.Warnf("time jump backwards on %s: stamp %s is %v before the last accepted %s, %s (a bag played again, a loop or a restarted producer); "+
+		"clearing the pairing and stamp state and carrying on (jump %d, counted as time_jumps in %s)",
+		topic, fmtStamp(stamp), back, fmtStamp(last), why, k, n.p.Topics.Diagnostics)
+	n.kvStamp, n.ctxStamp = stampCheck{}, stampCheck{}
+	n.jumps.kvSeq, n.jumps.ctxSeq = seqStart{}, seqStart{}
+	n.pairer.dropAfter(stamp, n.dropped)
+}

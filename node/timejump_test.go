@@ -1,0 +1,224 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/msgs"
+)
+
+// regressionInputs reads the inputs of the committed regression bag
+// (golden/regression), in log-time order, as `ros2 bag play` sends them.
+func regressionInputs(t *testing.T) []bag.Message {
+	t.Helper()
+	dir, err := golden.ExtractRegressionBag(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := bag.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var in []bag.Message
+	for m, err := range r.Messages(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Type == msgs.TypeVideoKVCache || m.Type == msgs.TypeTextContext {
+			in = append(in, m)
+		}
+	}
+	if len(in) != 16 {
+		t.Fatalf("the regression bag has %d inputs, want 8 caches and 8 contexts", len(in))
+	}
+	return in
+}
+
+// play feeds the inputs to h in order, waiting for the chunk of each cache
+// (as a player at the bag's rate would), and returns the chunks.
+func play(t *testing.T, h *harness, in []bag.Message) []msgs.ActionChunk {
+	t.Helper()
+	var out []msgs.ActionChunk
+	for _, m := range in {
+		if m.Type == msgs.TypeTextContext {
+			h.sendRaw(h.ctxPub, slices.Clone(m.Data))
+			continue
+		}
+		h.sendRaw(h.kvPub, slices.Clone(m.Data))
+		out = append(out, h.waitChunk())
+	}
+	return out
+}
+
+// TestRegressionPlayedTwice plays the regression bag's inputs twice to one
+// node, as `ros2 bag play golden/regression` run twice does: the second
+// play is one time jump backwards, and gives the same 8 chunks again
+// (before: 0, every input rejected as out_of_order).
+func TestRegressionPlayedTwice(t *testing.T) {
+	in := regressionInputs(t)
+	c, err := golden.LoadTiny(t.Context(), golden.TinyCases()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []SyncPolicy{SyncExact, SyncLatest} {
+		t.Run(string(policy), func(t *testing.T) {
+			p := testParams()
+			p.Sync.Policy = policy
+			h := newHarness(t, p, tinyCPU(t, c))
+			h.waitState(StateActive)
+			first := play(t, h, in)
+			second := play(t, h, in)
+			h.noChunk(50 * time.Millisecond)
+			for k := range first {
+				a, b := first[k], second[k]
+				if a.KVSeq != uint64(k) || b.KVSeq != a.KVSeq || b.Header != a.Header || b.Seq != a.Seq+8 {
+					t.Errorf("chunk %d: kv_seq %d / %d, seq %d / %d", k, a.KVSeq, b.KVSeq, a.Seq, b.Seq)
+				}
+				sameFloats(t, "second play's actions", flatten(b), flatten(a))
+			}
+			s := h.node.Stats()
+			if s.TotalRejected() != 0 || s.Out != 16 || h.node.TimeJumps() != 1 {
+				t.Errorf("rejected %v, %d chunks, %d time jumps; want none, 16, 1", s.Rejected, s.Out, h.node.TimeJumps())
+			}
+			if got := diagValue(t, h.diag(), "time_jumps"); got != "1" {
+				t.Errorf("diagnostics time_jumps %s, want 1", got)
+			}
+			if n := h.log.count("WARN", "time jump backwards", "restarts at or below the first accepted 0", "jump 1"); n != 1 {
+				t.Errorf("%d jump warnings, want 1:\n%s", n, h.log)
+			}
+			// A third play is a second jump.
+			play(t, h, in)
+			if h.node.TimeJumps() != 2 || h.log.count("time jump backwards") != 2 {
+				t.Errorf("third play: %d jumps, %d warnings; want 2, 2", h.node.TimeJumps(), h.log.count("time jump backwards"))
+			}
+		})
+	}
+}
+
+// TestTimeJumpRule checks the detection rule: what is a jump and what is
+// still a reordering.
+func TestTimeJumpRule(t *testing.T) {
+	d := tinyDims()
+	base := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	for _, tc := range []struct {
+		name        string
+		syncTimeout time.Duration
+		seq         uint64 // of the last input, after seqs 10, 11, 12 at 0, 100, 200 ms (warm inputs of them)
+		stampMs     int
+		jump        bool
+		reject      Reason
+		warm        int // inputs before the last one; 0 means 3
+	}{
+		{"small reordering", 0, 11, 150, false, RejectOutOfOrder, 0},
+		{"seq past the first, 0.9 s back", 0, 13, -700, false, RejectOutOfOrder, 0},
+		{"more than 1 s back", 0, 13, -900, true, "", 0},
+		{"seq restarts at the first", 0, 10, 100, true, "", 0},
+		{"seq restarts below the first", 0, 0, 150, true, "", 0},
+		{"equal stamp, restarted seq: a duplicate", 0, 10, 200, false, RejectDuplicate, 0},
+		{"2 s back within a 3 s sync.timeout", 3 * time.Second, 13, -1800, false, RejectOutOfOrder, 0},
+		{"4 s back beyond a 3 s sync.timeout", 3 * time.Second, 13, -3900, true, "", 0},
+		{"lower seq right after the first input: a reordering", 0, 5, -50, false, RejectOutOfOrder, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testParams()
+			if tc.syncTimeout > 0 {
+				p.Sync.Timeout = tc.syncTimeout
+			}
+			h := newHarness(t, p, newTestBackend(d))
+			h.waitState(StateActive)
+			warm := tc.warm
+			if warm == 0 {
+				warm = 3
+			}
+			for k := range warm {
+				h.send(makeInputs(d, uint64(10+k), at(100*k)))
+				h.waitChunk()
+			}
+			// The context's seq is the cache's + 1000 (makeInputs): both
+			// restart, or not, alike.
+			h.send(makeInputs(d, tc.seq, at(tc.stampMs)))
+			if tc.jump {
+				if m := h.waitChunk(); m.KVSeq != tc.seq {
+					t.Errorf("chunk kv_seq %d, want %d", m.KVSeq, tc.seq)
+				}
+				// One jump, detected on the context (it arrives first);
+				// the cache of the same stamp is then accepted.
+				if h.node.TimeJumps() != 1 || h.log.count("time jump backwards on "+p.Topics.Context) != 1 {
+					t.Errorf("%d jumps; log:\n%s", h.node.TimeJumps(), h.log)
+				}
+				if s := h.node.Stats(); s.TotalRejected() != 0 {
+					t.Errorf("rejected %v", s.Rejected)
+				}
+				return
+			}
+			h.noChunk(50 * time.Millisecond)
+			if s := h.node.Stats(); s.Rejected[tc.reject] != 2 || h.node.TimeJumps() != 0 {
+				t.Errorf("rejected %v, %d jumps; want both inputs %s and no jump", s.Rejected, h.node.TimeJumps(), tc.reject)
+			}
+		})
+	}
+}
+
+// TestTimeJumpDropsOldTimeline: the inputs waiting for a partner when the
+// stamps jump back belong to the old timeline and are dropped, counted as
+// dropped.time_jump; the partner of the jump's input stays and pairs.
+func TestTimeJumpDropsOldTimeline(t *testing.T) {
+	d := tinyDims()
+	base := time.Unix(1_700_000_000, 0)
+	p := testParams()
+	p.Sync.Timeout = time.Hour // nothing expires during the test
+	h := newHarness(t, p, newTestBackend(d))
+	h.waitState(StateActive)
+	h.send(makeInputs(d, 0, base))
+	h.waitChunk()
+	// Two caches of the old timeline wait for their contexts.
+	h.sendKV(makeInputs(d, 1, base.Add(time.Second)).kv)
+	h.sendKV(makeInputs(d, 2, base.Add(2*time.Second)).kv)
+	// The producer restarts 10 minutes earlier: the cache arrives first.
+	restart := makeInputs(d, 0, base.Add(-10*time.Minute))
+	h.sendKV(restart.kv)
+	h.sendCtx(restart.ctx)
+	if m := h.waitChunk(); m.KVSeq != 0 || m.Header.Stamp != restart.kv.Header.Stamp {
+		t.Errorf("chunk kv_seq %d stamp %+v, want the restart's", m.KVSeq, m.Header.Stamp)
+	}
+	s := h.node.Stats()
+	if s.Dropped[DropTimeJump] != 2 || h.node.TimeJumps() != 1 || s.TotalRejected() != 0 {
+		t.Errorf("dropped %v, rejected %v, %d jumps; want 2 time_jump drops, none rejected, 1 jump", s.Dropped, s.Rejected, h.node.TimeJumps())
+	}
+	if st := h.diag(); diagValue(t, st, "dropped.time_jump") != "2" || diagValue(t, st, "waiting_for_partner") != "0" {
+		t.Errorf("diagnostics dropped.time_jump %s waiting %s", diagValue(t, st, "dropped.time_jump"), diagValue(t, st, "waiting_for_partner"))
+	}
+}
+
+// TestPairerDropAfter checks dropAfter on both policies directly.
+func TestPairerDropAfter(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	kv := func(s int) *kvInput { return &kvInput{stamp: base.Add(time.Duration(s) * time.Second)} }
+	ctx := func(s int) *ctxInput { return &ctxInput{stamp: base.Add(time.Duration(s) * time.Second)} }
+	var drops []Drop
+	drop := func(_ string, why Drop) { drops = append(drops, why) }
+
+	exact := &pairer{policy: SyncExact, capacity: 8, timeout: time.Hour}
+	exact.kvs = []*kvInput{kv(1), kv(5), kv(6)}
+	exact.ctxs = []*ctxInput{ctx(2), ctx(7)}
+	exact.dropAfter(base.Add(2*time.Second), drop)
+	if len(exact.kvs) != 1 || len(exact.ctxs) != 1 || !exact.kvs[0].stamp.Equal(base.Add(time.Second)) || !exact.ctxs[0].stamp.Equal(base.Add(2*time.Second)) {
+		t.Errorf("exact: kept %d caches, %d contexts", len(exact.kvs), len(exact.ctxs))
+	}
+	if len(drops) != 3 || drops[0] != DropTimeJump {
+		t.Errorf("exact: drops %v, want 3 time_jump", drops)
+	}
+
+	drops = nil
+	latest := &pairer{policy: SyncLatest, capacity: 8, timeout: time.Hour, pendingKV: kv(9), latest: ctx(1)}
+	latest.dropAfter(base.Add(2*time.Second), drop)
+	if latest.pendingKV != nil || latest.latest == nil || len(drops) != 1 {
+		t.Errorf("latest: pending %v, latest %v, drops %v; want the cache dropped, the older context kept", latest.pendingKV, latest.latest, drops)
+	}
+}
