@@ -21,7 +21,8 @@ type Opener func(ctx context.Context, p Params) (expert.Backend, error)
 type ManagedConfig struct {
 	Params Params
 	Logger Logger           // nil discards the log
-	Now    func() time.Time // as Config.Now
+	Now    func() time.Time // as Config.Now: ROS time (sim time with use_sim_time)
+	Mono   func() time.Time // as Config.Mono: latencies
 	Open   Opener           // opens the backend at configure
 	// Tick paces the diagnostics (Run's loop publishes them while
 	// unconfigured and hands the ticks to the configured Node); a 1 Hz
@@ -181,7 +182,7 @@ func (m *Managed) Configure(ctx context.Context) error {
 	if err != nil {
 		return m.fail(fmt.Errorf("configure: %w", err))
 	}
-	cfg := Config{Params: p, Logger: m.log, Now: m.cfg.Now, Tick: m.nodeTick, StartInactive: true}
+	cfg := Config{Params: p, Logger: m.log, Now: m.cfg.Now, Mono: m.cfg.Mono, Tick: m.nodeTick, StartInactive: true}
 	if !p.SelfTest.Skip && p.SelfTest.Golden != "" {
 		if cfg.Golden, err = LoadGolden(ctx, p.SelfTest.Golden, b.Dims()); err != nil {
 			return m.fail(errors.Join(fmt.Errorf("configure: self_test.golden: %w", err), closeBackend(b)))

@@ -246,3 +246,74 @@ func TestSubscribeClock(t *testing.T) {
 		t.Fatalf("jump backwards not seen: %d, log:\n%s", c.JumpsBack(), log)
 	}
 }
+
+// TestSimTime: with the node's clock on a simulated /clock, inputs stamped
+// in simulated time are fresh (max_input_age at its default), ages and
+// inference delays follow /clock, and latencies the monotonic clock.
+func TestSimTime(t *testing.T) {
+	p := testParams()
+	p.SelfTest.Skip = true
+	p.MaxInputAge = DefaultParams().MaxInputAge
+	p.UseSimTime = true
+	bus := NewBus()
+	sim := rostime.NewSim()
+	if err := SubscribeClock(bus, sim, nil); err != nil {
+		t.Fatal(err)
+	}
+	clockPub, err := bus.Advertise(Topic{Name: rostime.ClockTopic, Type: msgs.TypeClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setClock := func(tm time.Time) {
+		t.Helper()
+		if err := clockPub.Publish(mustCDR(t, &msgs.Clock{Clock: toMsgTime(tm)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunks := make(chan msgs.ActionChunk, 8)
+	if err := bus.Subscribe(Topic{Name: p.Topics.Actions, Type: msgs.TypeActionChunk}, func(b []byte) {
+		var c msgs.ActionChunk
+		if err := c.UnmarshalCDR(b); err != nil {
+			t.Error(err)
+		}
+		chunks <- c
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Params: p, Now: sim.Now, Mono: time.Now, Tick: make(chan time.Time)}, newTestBackend(tinyDims()), bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-n.Started()
+	kvPub, _ := bus.Advertise(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache})
+	ctxPub, _ := bus.Advertise(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext})
+	stamp := time.Unix(1_700_000_000, 0) // years before the wall clock
+	setClock(stamp.Add(120 * time.Millisecond))
+	in := makeInputs(tinyDims(), 1, stamp)
+	if err := kvPub.Publish(mustCDR(t, &in.kv)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctxPub.Publish(mustCDR(t, &in.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-chunks:
+		// The sim clock stood still at stamp+120 ms: age 120 ms, 3 actions of 50 ms past.
+		if c.StaleInput || c.InputAgeMs < 119.9 || c.InputAgeMs > 120.1 || c.InferenceDelay != 3 {
+			t.Fatalf("chunk: stale %v, age %v ms, inference delay %d; want fresh, 120 ms, 3", c.StaleInput, c.InputAgeMs, c.InferenceDelay)
+		}
+		if c.ReceiveToPublishMs <= 0 {
+			t.Fatalf("receive to publish %v ms: latencies must follow the monotonic clock", c.ReceiveToPublishMs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no chunk: %s", n.summary())
+	}
+	// Nothing was rejected: on the wall clock the input would be years old.
+	if s := n.Stats(); s.TotalRejected() != 0 {
+		t.Fatalf("rejected under sim time: %v", s.Rejected)
+	}
+}

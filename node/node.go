@@ -66,9 +66,14 @@ type Config struct {
 	Params Params
 	Logger Logger // nil discards the log
 
-	// Now is the node's one clock: time.Now when nil. Latencies use its
-	// monotonic reading, input ages its wall reading against the stamps.
+	// Now is the node's ROS clock, for input ages, stale checks, pairing
+	// timeouts and the time jumps of the inputs: time.Now when nil, the
+	// simulated time of /clock with use_sim_time.
 	Now func() time.Time
+	// Mono measures latencies (decode, denoise, receive to publish): Now
+	// when nil (a test's fake clock then drives both), else the
+	// monotonic reading of time.Now.
+	Mono func() time.Time
 	// Tick paces the diagnostics; a 1 Hz ticker when nil.
 	Tick <-chan time.Time
 	// Golden, when not nil, is used instead of loading
@@ -93,7 +98,8 @@ type Node struct {
 	dims    expert.Dims
 	backend expert.Backend
 	log     Logger
-	now     func() time.Time
+	now     func() time.Time // ROS time (Config.Now)
+	mono    func() time.Time // latencies (Config.Mono)
 	tick    <-chan time.Time
 	sched   expert.Schedule
 	golden  *golden.Case
@@ -198,6 +204,10 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	}
 	if n.now == nil {
 		n.now = time.Now
+	}
+	n.mono = cfg.Mono
+	if n.mono == nil {
+		n.mono = n.now
 	}
 	n.selfTest = SelfTestResult{Status: "none"}
 	if p.SelfTest.Skip {
@@ -422,7 +432,7 @@ func stringKeys[K ~string](m map[K]uint64) map[string]uint64 {
 
 // onKV is the receive path of the VideoKVCache topic.
 func (n *Node) onKV(data []byte) {
-	now := n.now()
+	now, mono := n.now(), n.mono()
 	topic := n.p.Topics.KVCache
 	n.stats.received(topic)
 	in := n.recycle.newKV()
@@ -437,7 +447,7 @@ func (n *Node) onKV(data []byte) {
 		n.rejected(rej)
 		return
 	}
-	in.recv, in.decode = now, n.now().Sub(now)
+	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
 	if rej := n.checkStamp(topic, &n.kvStamp, &n.jumps.kvSeq, in.stamp, in.msg.Seq, now); rej != nil {
 		n.mu.Unlock()
@@ -453,7 +463,7 @@ func (n *Node) onKV(data []byte) {
 // onContext is the receive path of the TextContext topic. With the latest
 // policy a context's stamp is not checked: the newest one received wins.
 func (n *Node) onContext(data []byte) {
-	now := n.now()
+	now, mono := n.now(), n.mono()
 	topic := n.p.Topics.Context
 	n.stats.received(topic)
 	in := n.recycle.newCtx()
@@ -468,7 +478,7 @@ func (n *Node) onContext(data []byte) {
 		n.rejected(rej)
 		return
 	}
-	in.recv, in.decode = now, n.now().Sub(now)
+	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.checkStamp(topic, &n.ctxStamp, &n.jumps.ctxSeq, in.stamp, in.msg.Seq, now); rej != nil {

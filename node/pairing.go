@@ -11,14 +11,15 @@ type pair struct {
 	ctx *ctxInput
 }
 
-// firstRecv is when the pair's observation started to arrive: the earlier
+// firstRecv is when the pair's observation started to arrive, on the
+// monotonic clock: the earlier
 // arrival for an exact pair, the cache's arrival for a latest-context one
 // (whose context may be arbitrarily old).
 func (p *pair) firstRecv(policy SyncPolicy) time.Time {
-	if policy == SyncExact && p.ctx.recv.Before(p.kv.recv) {
-		return p.ctx.recv
+	if policy == SyncExact && p.ctx.mono.Before(p.kv.mono) {
+		return p.ctx.mono
 	}
-	return p.kv.recv
+	return p.kv.mono
 }
 
 // dropFunc reports a valid input that will never be paired.

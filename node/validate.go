@@ -64,7 +64,8 @@ type kvInput struct {
 	raw    []byte // the message's bytes, handed back to the transport when done
 	msg    msgs.VideoKVCache
 	stamp  time.Time     // header stamp
-	recv   time.Time     // arrival on the node's clock
+	recv   time.Time     // arrival on the node's clock (sim time with use_sim_time): pairing timeouts
+	mono   time.Time     // arrival on the monotonic clock: measured latencies
 	decode time.Duration // the receive path's decoding and checks
 }
 
@@ -74,6 +75,7 @@ type ctxInput struct {
 	msg    msgs.TextContext
 	stamp  time.Time
 	recv   time.Time
+	mono   time.Time
 	decode time.Duration
 	refs   atomic.Int32 // holders: the receive path or pairing buffer, and pairs (see recycler)
 }

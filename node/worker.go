@@ -25,7 +25,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	n.applyLive()
 	d := n.dims
 	kvTopic, ctxTopic := n.p.Topics.KVCache, n.p.Topics.Context
-	tIn := n.now()
+	tIn := n.mono()
 	binder, direct := n.backend.(expert.InputBinder)
 	views := expert.InputViews{
 		VideoKeys:   expert.TensorView{F32: n.chunk.VideoKeys},
@@ -89,7 +89,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		}
 		return
 	}
-	t0 := n.now()
+	t0 := n.mono()
 	host := hostTimes{Decode: p.kv.decode + p.ctx.decode, Input: t0.Sub(tIn)}
 	// The backend validates the rest of the chunk before any compute: the
 	// mask and visibility, and inputs this backend cannot take (the HTP
@@ -102,14 +102,14 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		n.chunk.VisibleVideo = visible
 		err = n.backend.BindChunk(ctx, &n.chunk)
 	}
-	tBound := n.now()
+	tBound := n.mono()
 	host.Bind = tBound.Sub(t0)
 	if err != nil {
 		err = fmt.Errorf("bind chunk: %w", err)
 	} else {
 		err = expert.IntegrateGuided(ctx, n.backend, n.sched, n.x, n.pred, nil, guide, nil)
 	}
-	denoise := n.now().Sub(t0)
+	denoise := n.mono().Sub(t0)
 	host.Steps = denoise - host.Bind
 	if n.rejectInput(err, p) {
 		return
@@ -137,8 +137,8 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	m.DryRun, m.Clipped = n.p.DryRun, clipped
 	n.rtc.plan.fill(m)
 
-	tPub := n.now()
-	r2p := tPub.Sub(p.firstRecv(n.p.Sync.Policy))
+	tPub, monoPub := n.now(), n.mono()
+	r2p := monoPub.Sub(p.firstRecv(n.p.Sync.Policy))
 	age := tPub.Sub(p.kv.stamp)
 	stale := n.p.MaxInputAge > 0 && age > n.p.MaxInputAge
 	m.DenoiseMs, m.ReceiveToPublishMs, m.InputAgeMs = ms(denoise), ms(r2p), ms(age)
@@ -147,7 +147,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	m.Dt, m.InferenceDelay = n.p.ControlPeriod.Seconds(), uint32(ceilPeriods(age, n.p.ControlPeriod, d.ActionTokens))
 
 	buf, err := m.AppendCDR(n.outBuf[:0])
-	host.Encode = n.now().Sub(tPub)
+	host.Encode = n.mono().Sub(monoPub)
 	n.host = host
 	if err != nil {
 		n.backendFailed(ctx, seq, fmt.Errorf("encode action chunk: %w", err))

@@ -117,7 +117,7 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		if err := node.SubscribeClock(tr, sim, log); err != nil {
 			return fmt.Errorf("use_sim_time: %w", err)
 		}
-		cfg.Now = sim.Now
+		cfg.Now, cfg.Mono = sim.Now, time.Now
 		log.Infof("%s: use_sim_time: the node's clock is %s", fqn, rostime.ClockTopic)
 	}
 	m, err := node.NewManaged(cfg, tr)
