@@ -131,3 +131,47 @@ func TestTopicDefinitions(t *testing.T) {
 		}
 	}
 }
+
+// TestFastDDSSerializedLength: Fast DDS's rmw_serialize (Humble) reports
+// its size estimate as the message's length, which counts alignment for
+// every empty int64 or float64 sequence, so a request taken through it
+// ends in up to 7 bytes per such sequence that were never written (zeros
+// or whatever the buffer held). These are the bytes rclpy's
+// serialize_message wrote on Fast DDS and on Cyclone DDS for two
+// SetParameters requests; both decode, and a longer tail does not.
+func TestFastDDSSerializedLength(t *testing.T) {
+	for _, c := range []struct {
+		name, hex string
+		want      msgs.ParameterValue
+	}{
+		{"steps 4 on Fast DDS", "000100000100000006000000737465707300020004000000000000000000000000000000" +
+			"01000000000000000000000000000000000000000000000000000000000000000000000000000000",
+			msgs.ParameterValue{Type: msgs.ParameterInteger, IntegerValue: 4}},
+		{"steps 4 on Cyclone", "000100000100000006000000737465707300020004000000000000000000000000000000" +
+			"0100000000000000000000000000000000000000000000000000000000000000",
+			msgs.ParameterValue{Type: msgs.ParameterInteger, IntegerValue: 4}},
+		{"[1.5] on Fast DDS", "0001000001000000060000007374657073000800000000000000000000000000000000000100000000046a59" +
+			"00000000000000000000000001000000000000000000f83f00000000b07a6459637f0000",
+			msgs.ParameterValue{Type: msgs.ParameterDoubleArray, DoubleArrayValue: []float64{1.5}}},
+		{"[1.5] on Cyclone", "000100000100000006000000737465707300080000000000000000000000000000000000" +
+			"010000000000000000000000000000000000000001000000000000000000f83f00000000",
+			msgs.ParameterValue{Type: msgs.ParameterDoubleArray, DoubleArrayValue: []float64{1.5}}},
+	} {
+		b, err := hex.DecodeString(c.hex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got msgs.SetParametersRequest
+		if err := got.UnmarshalCDR(b); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		v := got.Parameters[0].Value
+		if len(got.Parameters) != 1 || got.Parameters[0].Name != "steps" || v.Type != c.want.Type || v.IntegerValue != c.want.IntegerValue ||
+			len(v.DoubleArrayValue) != len(c.want.DoubleArrayValue) || (len(v.DoubleArrayValue) == 1 && v.DoubleArrayValue[0] != 1.5) {
+			t.Fatalf("%s: decoded %+v, want %+v", c.name, got, c.want)
+		}
+		if err := got.UnmarshalCDR(append(b, make([]byte, 16)...)); err == nil {
+			t.Fatalf("%s: 16 more trailing bytes accepted", c.name)
+		}
+	}
+}

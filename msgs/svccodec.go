@@ -153,6 +153,9 @@ func (e *encoder) int64s(path string, v []int64) {
 
 func (d *decoder) int64s(field string) []int64 {
 	n := d.seqLen(field, minInt64, "int64 values")
+	if n == 0 {
+		d.empty8++ // see decoder.empty8
+	}
 	if n <= 0 {
 		return nil
 	}
@@ -172,6 +175,9 @@ func (e *encoder) float64s(path string, v []float64) {
 
 func (d *decoder) float64s(field string) []float64 {
 	n := d.seqLen(field, minFloat64, "float64 values")
+	if n == 0 {
+		d.empty8++ // see decoder.empty8
+	}
 	if n <= 0 {
 		return nil
 	}
