@@ -239,6 +239,12 @@ def main(argv: Optional[List[str]] = None) -> int:
              f"visible video tokens {golden['visible_video_tokens'] or 'all'}; "
              f"{'float16' if args.f16 else 'float32'} on {pubs[0].topic_name} + {pubs[1].topic_name}, QoS {args.qos}")
     sent = 0
+    stop = ""  # how a Ctrl-C stopped the player, logged once the node is gone
+
+    def stopped(how: str) -> None:
+        nonlocal stop
+        stop = f"{how}: {sent} pair(s) published"
+
     try:
         # Discovery first: a sample published before the node's subscription is matched is lost.
         start = time.monotonic()
@@ -270,14 +276,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             else:
                 next_at = time.monotonic()  # late: do not burst to catch up
         if not rclpy.ok():
-            log.info(f"shut down: {sent} pair(s) published")
+            stopped("shut down")
             return 0
         if args.qos_profile["reliability"] == "reliable":
             for p in pubs:  # let the last pair reach the subscribers before the writers go
                 p.wait_for_all_acked(Duration(seconds=2))
         log.info(f"done: {sent} pair(s) published")
     except KeyboardInterrupt:
-        log.info(f"interrupted: {sent} pair(s) published")
+        stopped("interrupted")
     except ContractError as e:
         log.error(str(e))
         return 1
@@ -286,9 +292,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         # a wait racing with Ctrl-C fails; that is a clean stop, anything else is not.
         if rclpy.ok():
             raise
-        log.info(f"interrupted: {sent} pair(s) published")
+        stopped("interrupted")
     finally:
         node.destroy_node()
+        if stop:
+            # After Ctrl-C rclpy has shut the context down and the node's /rosout publisher is
+            # unusable; with the node destroyed its logger writes to the console only.
+            from rclpy.logging import get_logger
+
+            get_logger("kv_player").info(stop)
         rclpy.try_shutdown()
     return 0
 

@@ -285,6 +285,7 @@ class FakeROS:
             "rclpy": rclpy,
             "rclpy.duration": types.SimpleNamespace(Duration=lambda seconds: seconds),
             "rclpy.utilities": types.SimpleNamespace(remove_ros_args=remove_ros_args),
+            "rclpy.logging": types.SimpleNamespace(get_logger=lambda name: Logger()),
             "rclpy.qos": types.SimpleNamespace(
                 QoSProfile=lambda **kw: kw,
                 ReliabilityPolicy=enum(RELIABLE="RELIABLE", BEST_EFFORT="BEST_EFFORT"),
