@@ -14,6 +14,7 @@
 //	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
 //	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
+//	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
 // Help (fastwam help ..., fastwam <command> -h) goes to stdout with exit status 0;
@@ -50,6 +51,7 @@ func commands() []command {
 			{name: "make", summary: "write a regression bag from golden inputs, with the CPU reference's chunks as the expected output", run: runBagMake},
 		}},
 		{name: "replay", summary: "replay a bag through the node and compare with its recorded chunks; exits 1 naming failing chunks", run: runReplay},
+		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
 	}
 }
 
