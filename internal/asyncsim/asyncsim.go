@@ -145,6 +145,7 @@ type ModeResult struct {
 
 // Result is a simulation's outcome: one ModeResult per mode of Modes.
 type Result struct {
+	Start         time.Time     // instant 0
 	ControlPeriod time.Duration // dt used
 	Delay         int           // d used
 	Horizon       int
@@ -227,7 +228,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	res := &Result{ControlPeriod: o.ControlPeriod, Delay: o.Delay, Horizon: o.Horizon}
+	res := &Result{Start: o.Start, ControlPeriod: o.ControlPeriod, Delay: o.Delay, Horizon: o.Horizon}
 	for _, m := range Modes() {
 		mr, err := runMode(ctx, &o, m)
 		if err != nil {
