@@ -233,6 +233,10 @@ func writeAsyncSim(w io.Writer, o *asyncsim.Options, r *asyncsim.Result, backend
 			notes = append(notes, fmt.Sprintf("%v: the node reset RTC %d time(s) (shift s = %d >= horizon %d?)", m.Mode, m.Resets, max(every, 1), r.Horizon))
 		}
 	}
+	if starved := r.Mode(expert.RTCOff).Stats.Starvations; starved > 0 {
+		notes = append(notes, fmt.Sprintf("off starved %d time(s): a chunk covers %d instants from its stamp and the next arrives ceil(latency) + latency = %g periods after it;"+
+			" one worker cannot hide a latency above about half a chunk", starved, rows, float64(max(every, 1))+o.Latency))
+	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\nnote     %s\n", strings.Join(notes, "\n         "))
 	}
