@@ -34,17 +34,18 @@ type asyncSimOpts struct {
 func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def := node.DefaultParams()
 	fs := newFlags("async-sim", stdout, stderr, "[flags]\n\n"+
-		"A closed-loop timing simulation without ROS: observations at the control rate (0.05 s) from the\n"+
-		"embedded regression bag's input pairs, in turn (or a seeded drift of the first, -drift), go to the\n"+
-		"action-expert node (CPU backend, embedded tiny weights); each chunk is delivered to the chunk\n"+
-		"executor -latency control periods after its observation's stamp, on one in-process bus and one\n"+
-		"virtual clock (the node's compute time does not matter: a run is deterministic). The node takes\n"+
-		"the observation of the first control instant at or after it delivered its previous chunk, so a\n"+
-		"chunk comes every ceil(latency) periods (every period at latency 0) and RTC's shift s is\n"+
-		"ceil(latency). The same run is made with rtc.mode off, replace and guided (same inputs, same\n"+
-		"noise); for each: the executor's seam jumps (L2 between the outgoing and incoming chunk's row at\n"+
-		"a switch) p50/p95/max, its starvations, and max |A_new[i] - A_prev[s+i]| over the frozen rows\n"+
-		"i < d; then the seam ratios replace/off and guided/off.")
+		"A closed-loop timing simulation without ROS: observations at the control rate (0.05 s) go to the\n"+
+		"action-expert node (CPU backend, embedded tiny weights): the embedded regression bag's input pairs\n"+
+		"(the node's j-th observation takes pair j mod 8) or, with -drift, a seeded drift of the first pair\n"+
+		"in time. Each chunk is delivered to the chunk executor -latency control periods after its\n"+
+		"observation's stamp, on one in-process bus and one virtual clock (the node's compute time does\n"+
+		"not matter: a run is deterministic). The node takes the observation of the first control instant\n"+
+		"at or after it delivered its previous chunk, so a chunk comes every ceil(latency) periods (every\n"+
+		"period at latency 0) and RTC's shift s is ceil(latency). The same run is made with rtc.mode off,\n"+
+		"replace and guided (same inputs, same noise); for each: the executor's seam jumps (L2 between the\n"+
+		"outgoing and incoming chunk's row at a switch) p50/p95/max, its starvations, and\n"+
+		"max |A_new[i] - A_prev[s+i]| over the frozen rows i < d; then the seam ratios replace/off and\n"+
+		"guided/off.")
 	var o asyncSimOpts
 	fs.Float64Var(&o.latency, "latency", asyncsim.DefaultLatency, "inference latency in control periods (may be fractional), 0 to action_tokens-1")
 	fs.IntVar(&o.delay, "delay", -1, "rtc.inference_delay d in actions (default ceil(-latency))")
@@ -180,7 +181,7 @@ func delaySource(given bool) string {
 // seam ratios to off.
 func writeAsyncSim(w io.Writer, o *asyncsim.Options, r *asyncsim.Result, backend string, pairs int, delayGiven bool, rows int) error {
 	dt := r.ControlPeriod
-	inputs := fmt.Sprintf("embedded golden/regression: its %d input pairs in turn", pairs)
+	inputs := fmt.Sprintf("embedded golden/regression: its %d input pairs in turn, one per observation the node takes", pairs)
 	if o.Drift {
 		inputs = fmt.Sprintf("a drift of the embedded golden/regression's first pair (seed %d, each value on its own sine of %.0f %% of its tensor's RMS)",
 			o.DriftSeed, 100*asyncsim.DriftAmplitude)

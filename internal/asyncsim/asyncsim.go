@@ -72,12 +72,15 @@ func Modes() []expert.RTCMode {
 
 // Options configure Run.
 type Options struct {
-	// Pairs are the observations' inputs, used in turn (instant k takes
-	// pair k mod len(Pairs)) unless Drift is set.
+	// Pairs are the observations' inputs, used in turn by the observations
+	// the node takes (its j-th takes pair j mod len(Pairs), so that
+	// consecutive chunks see different inputs whatever the latency),
+	// unless Drift is set.
 	Pairs []Pair
 	// Drift, when set, replaces the cycle by a seeded drift of Pairs[0]
 	// (DriftSeed): every value moves on its own slow sine of amplitude
-	// DriftAmplitude times its tensor's RMS.
+	// DriftAmplitude times its tensor's RMS, as a function of the
+	// instant k (of the time, not of the observations taken).
 	Drift     bool
 	DriftSeed uint64
 
@@ -356,6 +359,7 @@ func (s *sim) loop(ctx context.Context) (*ModeResult, error) {
 		pending   []byte // the chunk in flight
 		pendingAt time.Time
 		pendingK  int
+		taken     int // observations the node took
 	)
 	deliver := func(t time.Time) error {
 		if pending == nil || pendingAt.After(t) {
@@ -388,7 +392,8 @@ func (s *sim) loop(ctx context.Context) (*ModeResult, error) {
 		}
 		s.advance(t)
 		if pending == nil {
-			obs := &o.Pairs[k%len(o.Pairs)]
+			obs := &o.Pairs[taken%len(o.Pairs)]
+			taken++
 			if dr != nil {
 				obs = dr.at(k)
 			}
