@@ -417,3 +417,25 @@ func TestReadPairsHostile(t *testing.T) {
 		t.Fatalf("ReadPairs of a good bag: %d pairs, %v", len(got), err)
 	}
 }
+
+// TestPairsInTurn: the node's j-th observation takes pair j, whatever the
+// latency (at latency 8 the instants 0, 8, 16 would all take pair 0 of 8).
+func TestPairsInTurn(t *testing.T) {
+	pairs, b := setup(t)
+	o := baseOptions(pairs, b)
+	o.Latency, o.Periods = 8, 20
+	o.Pairs = []Pair{pairs[0], pairs[1]}
+	two := run(t, o)
+	o.Pairs = []Pair{pairs[0], pairs[0]}
+	one := run(t, o)
+	c2, c1 := two.Modes[0].Chunks, one.Modes[0].Chunks
+	if len(c2) != 3 || len(c1) != 3 {
+		t.Fatalf("%d and %d chunks, want 3", len(c2), len(c1))
+	}
+	if !slices.Equal(c2[0].Msg.Actions[0].Values, c1[0].Msg.Actions[0].Values) {
+		t.Error("chunk 0 differs: both take pair 0")
+	}
+	if slices.Equal(c2[1].Msg.Actions[0].Values, c1[1].Msg.Actions[0].Values) {
+		t.Error("chunk 1 is the same with pairs {0, 1} as with {0, 0}: the second observation did not take pair 1")
+	}
+}
