@@ -423,7 +423,7 @@ func TestReadPairsHostile(t *testing.T) {
 func TestPairsInTurn(t *testing.T) {
 	pairs, b := setup(t)
 	o := baseOptions(pairs, b)
-	o.Latency, o.Periods = 8, 20
+	o.Latency, o.Periods = 8, 25
 	o.Pairs = []Pair{pairs[0], pairs[1]}
 	two := run(t, o)
 	o.Pairs = []Pair{pairs[0], pairs[0]}
