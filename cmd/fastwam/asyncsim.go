@@ -197,8 +197,17 @@ func writeAsyncSim(w io.Writer, o *asyncsim.Options, r *asyncsim.Result, backend
 	if err := expert.PrefixWeights(weights, r.Delay, r.Horizon, rows-max(every, 1), o.Schedule); err == nil && r.Delay < rows {
 		wd = float64(weights[r.Delay])
 	}
-	fmt.Fprintf(w, "rtc      d %d (%s), horizon %d, schedule %v (W[d] %.3f: replace's seam should be about %.3f x off's), beta %g; executor aggregation %s\n\n",
-		r.Delay, delaySource(delayGiven), r.Horizon, o.Schedule, wd, 1-wd, o.MaxGuidance, o.Aggregation)
+	// replace blends row d toward Y after every step, so of the seam only
+	// the last step's own move keeps its (1 - W[d]) share: a rough
+	// expectation, (1 - W[d]) * sigma_{N-1} of off's seam.
+	last := math.NaN()
+	if sch, err := expert.NewSchedule(o.Params.Steps, float32(o.Params.Shift)); err == nil && sch.Steps() > 0 {
+		last = float64(sch.Sigmas[sch.Steps()-1])
+	}
+	fmt.Fprintf(w, "rtc      d %d (%s), horizon %d, schedule %v, beta %g; executor aggregation %s\n",
+		r.Delay, delaySource(delayGiven), r.Horizon, o.Schedule, o.MaxGuidance, o.Aggregation)
+	fmt.Fprintf(w, "expect   W[d] %.3f: replace's seam roughly (1 - W[d]) x sigma_%d (%.3f) = %s x off's (the blend acts at every step)\n\n",
+		wd, o.Params.Steps-1, last, num((1-wd)*last))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "mode\tchunks\ttied\tseams\tseam p50\tseam p95\tseam max\tstarvations\tfrozen rows\tfrozen max|A-Y|")

@@ -75,7 +75,7 @@ func TestAsyncSim(t *testing.T) {
 	for _, want := range []string{
 		"a drift of the embedded golden/regression's first pair (seed 3",
 		"latency 4 periods (200ms), 60 periods; a chunk every 4 period(s)",
-		"d 4 (ceil(-latency)), horizon 24, schedule exp (W[d] 0.8",
+		"d 4 (ceil(-latency)), horizon 24, schedule exp, beta 5", "expect   W[d] 0.882: replace's seam roughly (1 - W[d]) x sigma_9 (0.357) = 0.04",
 		"replace/off", "guided/off", "plot     " + plot,
 	} {
 		if !strings.Contains(out, want) {
@@ -124,7 +124,7 @@ func TestAsyncSimSettings(t *testing.T) {
 	if r := rows["replace"]; r.max != 0 || r.frozen != 0 {
 		t.Errorf("replace with -schedule ones -delay 4 at latency 2.5: %+v; want seams and frozen rows 0", r)
 	}
-	for _, want := range []string{"latency 2.5 periods (125ms)", "a chunk every 3 period(s)", "s = 3", "d 4 (-delay), horizon 12, schedule ones (W[d] 1.000", "aggregation average"} {
+	for _, want := range []string{"latency 2.5 periods (125ms)", "a chunk every 3 period(s)", "s = 3", "d 4 (-delay), horizon 12, schedule ones, beta 5", "W[d] 1.000", "aggregation average"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
