@@ -276,7 +276,7 @@ func runMode(ctx context.Context, o *Options, mode expert.RTCMode) (*ModeResult,
 	if err := bus.Subscribe(node.Topic{Name: computedTopic, Type: msgs.TypeActionChunk}, func(b []byte) {
 		select {
 		case s.computed <- b:
-		default: // more than one chunk per observation: counted by the node, caught below
+		default: // more chunks than observations: compute finds the channel not empty
 		}
 	}); err != nil {
 		return nil, err
@@ -438,6 +438,9 @@ func (s *sim) loop(ctx context.Context) (*ModeResult, error) {
 // compute feeds one observation to the node and waits (in real time) for
 // its chunk.
 func (s *sim) compute(ctx context.Context, obs *Pair, t time.Time, seq uint64) ([]byte, error) {
+	if n := len(s.computed); n > 0 {
+		return nil, fmt.Errorf("the node published %d chunk(s) no observation was waiting for", n)
+	}
 	c, kv := obs.messages(t, seq)
 	before := s.node.Stats()
 	for _, in := range []struct {
