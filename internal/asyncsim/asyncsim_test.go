@@ -2,6 +2,8 @@ package asyncsim
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"encoding/binary"
 	"math"
 	"path/filepath"
@@ -437,5 +439,16 @@ func TestPairsInTurn(t *testing.T) {
 	}
 	if slices.Equal(c2[1].Msg.Actions[0].Values, c1[1].Msg.Actions[0].Values) {
 		t.Error("chunk 1 is the same with pairs {0, 1} as with {0, 0}: the second observation did not take pair 1")
+	}
+}
+
+// TestCancelled: a cancelled context stops the simulation with its error.
+func TestCancelled(t *testing.T) {
+	pairs, b := setup(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := Run(ctx, baseOptions(pairs, b))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v; want context.Canceled", err)
 	}
 }
