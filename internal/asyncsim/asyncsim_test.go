@@ -3,8 +3,8 @@ package asyncsim
 import (
 	"bytes"
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
