@@ -15,6 +15,7 @@
 //	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
+//	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
 // Help (fastwam help ..., fastwam <command> -h) goes to stdout with exit status 0;
@@ -54,6 +55,7 @@ func commands() []command {
 		{name: "weights", summary: "test weights (weights make: random CPU-backend weights of any shape)", subcommands: []command{
 			{name: "make", summary: "write random CPU-backend test weights (safetensors, f32/f16/bf16) of any shape", run: runWeightsMake},
 		}},
+		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
 	}
 }
 
