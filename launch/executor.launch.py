@@ -50,7 +50,7 @@ PARAMETERS = [
     ("qos.action.history", "keep_last or keep_all"),
     ("qos.action.depth", "queue depth of keep_last"),
     ("shutdown_grace", "seconds, in [0.01, 3600], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once"),
-    ("use_sim_time", "standard ROS parameter; must stay false (the executor runs on the system clock)"),
+    ("use_sim_time", "standard ROS parameter: true puts the executor's clock, its control instants and its diagnostics period on /clock"),
 ]
 
 

@@ -30,6 +30,7 @@ import (
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
+	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 // nodeName is the node's default name; `-r __node:=...` renames it.
@@ -101,7 +102,17 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		return err
 	}
 	setGrace(p.ShutdownGrace)
-	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: executor.WallClock{}}, rosnode.NewTransport(rn, log))
+	tr := rosnode.NewTransport(rn, log)
+	var clock executor.Clock = executor.WallClock{}
+	if p.UseSimTime {
+		sim := rostime.NewSim()
+		if err := node.SubscribeClock(tr, sim, log); err != nil {
+			return fmt.Errorf("use_sim_time: %w", err)
+		}
+		clock = executor.SimClock(sim)
+		log.Infof("%s: use_sim_time: control instants follow %s", rn.FullyQualifiedName(), rostime.ClockTopic)
+	}
+	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: clock}, tr)
 	if err != nil {
 		return err
 	}

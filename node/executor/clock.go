@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 // Clock is the executor's time source: the wall clock in the ROS node,
@@ -122,3 +124,19 @@ func (t *virtualTicker) stopped() bool {
 		return false
 	}
 }
+
+// SimClock is a Clock on simulated time (use_sim_time): it reads c, and
+// its tickers tick as c crosses multiples of their period (one tick, the
+// latest instant crossed, when /clock jumps over several).
+func SimClock(c *rostime.Sim) Clock { return simClock{c} }
+
+type simClock struct{ c *rostime.Sim }
+
+func (s simClock) Now() time.Time { return s.c.Now() }
+
+func (s simClock) NewTicker(period time.Duration) Ticker { return simTicker{s.c.NewTicker(period)} }
+
+type simTicker struct{ t *rostime.Ticker }
+
+func (t simTicker) C() <-chan time.Time { return t.t.C }
+func (t simTicker) Stop()               { t.t.Stop() }

@@ -62,7 +62,7 @@ type Params struct {
 	// SIGTERM (see internal/shutdown).
 	ShutdownGrace time.Duration
 
-	UseSimTime bool // accepted for launch-file compatibility; must stay false
+	UseSimTime bool // the executor's clock is /clock: its control instants follow simulated time
 }
 
 // Topics names the executor's topics. Relative names resolve in the
@@ -218,7 +218,7 @@ func paramDefs() []paramDef {
 		durationDef("shutdown_grace", fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once",
 			minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds()), minShutdownGrace, shutdown.MaxGrace,
 			func(p *Params) *time.Duration { return &p.ShutdownGrace }),
-		paramDef{"use_sim_time", rosparam.Bool, "standard ROS parameter; must stay false (the executor runs on the system clock)", func(p *Params, v rosparam.Value) error {
+		paramDef{"use_sim_time", rosparam.Bool, "standard ROS parameter: true puts the executor's clock, its control instants and its diagnostics period on /clock", func(p *Params, v rosparam.Value) error {
 			p.UseSimTime = v.Bool
 			return nil
 		}, func(p *Params) any { return p.UseSimTime }},
@@ -332,9 +332,6 @@ func (p *Params) Validate() error {
 	}
 	if p.Topics.Chunks == p.Topics.Action {
 		return fmt.Errorf("parameters \"topics.action_chunk\" and \"topics.action\" name the same topic %q", p.Topics.Chunks)
-	}
-	if p.UseSimTime {
-		return fmt.Errorf("parameter \"use_sim_time\" is true, but the executor runs on the system clock only")
 	}
 	return nil
 }

@@ -65,7 +65,6 @@ func TestParamErrors(t *testing.T) {
 		"contrl_period:=0.05":          `unknown parameter "contrl_period" of the executor (did you mean "control_period"?)`,
 		"topics.action:=":              `parameter "topics.action" must not be empty`,
 		"topics.action:=action_chunk":  `name the same topic "action_chunk"`,
-		"use_sim_time:=true":           `"use_sim_time" is true, but the executor runs on the system clock only`,
 		"diagnostics_period:=100":      `parameter "diagnostics_period": must be a number of seconds in [0.001, 60], got 100`,
 	} {
 		_, err := LoadParams([]string{"--ros-args", "-p", rule}, fqn)
