@@ -153,6 +153,7 @@ func TestProcessSecondSIGINT(t *testing.T) {
 	// Wait until the first is handled: the kernel merges a signal sent
 	// while the same one is still pending.
 	c.waitFor(t, c.stderr, "child: SIGINT: shutting down")
+	time.Sleep(EchoWindow) // a second signal, not the first delivered twice
 	t0 := time.Now()
 	c.signal(t, syscall.SIGINT)
 	code, el := c.wait(t, t0, 15*time.Second)

@@ -12,6 +12,12 @@
 //   - a second signal arrives ("second signal"), or
 //   - the grace period ends first ("shutdown did not finish within 5s").
 //
+// A signal within EchoWindow of the first is not a second one: it is the
+// same request delivered twice, as when a supervisor signals the whole
+// process group and then forwards the signal to its child (`ros2 launch`
+// run from a script or a service, systemd stopping a control group). It is
+// noted on stderr and ignored.
+//
 // Exiting at once runs no deferred calls: it is the escape from a shutdown
 // that is stuck, which the operator (or a supervisor such as ros2 launch or
 // timeout) asked for twice or waited too long on.
@@ -65,7 +71,12 @@ type Handler struct {
 	once  sync.Once          // guards close(quit)
 	mu    sync.Mutex         // guards first
 	first os.Signal          // the first signal, nil before it
+	echo  time.Duration      // EchoWindow (tests shorten it)
 }
+
+// EchoWindow is how soon after the first signal another one counts as the
+// same request delivered twice rather than a second signal.
+const EchoWindow = 500 * time.Millisecond
 
 // Notify starts handling SIGINT and SIGTERM: from now on they no longer end
 // the process by default. The first cancels Handler.Context (its cause says
@@ -89,6 +100,7 @@ func newHandler(parent context.Context, name string, stderr io.Writer, exit func
 		grace: make(chan time.Duration),
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
+		echo:  EchoWindow,
 	}
 }
 
@@ -178,6 +190,11 @@ func (h *Handler) watch(grace time.Duration) {
 				h.cancel(&signalError{s})
 				timer = time.NewTimer(grace)
 				deadline = timer.C
+				continue
+			}
+			if el := time.Since(since); el < h.echo {
+				said = h.say(said, "%s: %s %v after %s: taken as the same request delivered twice (signal again to exit at once)\n",
+					h.name, signalName(s), el.Round(time.Millisecond), signalName(first))
 				continue
 			}
 			exit(exitCode(s), "%s: second signal (%s) during shutdown: exiting at once with status %d\n",

@@ -35,6 +35,7 @@ func start(t *testing.T, grace time.Duration) (h *Handler, exits <-chan int, std
 	stderr = &syncBuffer{}
 	ex := make(chan int, 2)
 	h = newHandler(context.Background(), "prog", stderr, func(code int) { ex <- code })
+	h.echo = 50 * time.Millisecond
 	go h.watch(positive(grace))
 	t.Cleanup(h.Stop)
 	return h, ex, stderr
@@ -205,4 +206,27 @@ func TestBlockedStderrDoesNotPreventExit(t *testing.T) {
 		t.Errorf("exit took %v with a blocked stderr", el)
 	}
 	h.Stop()
+}
+
+// TestEchoedSignalIsTheSameRequest: a signal right after the first (a
+// supervisor's forward of the one the process group already got) does not
+// end the process; one after the window does.
+func TestEchoedSignalIsTheSameRequest(t *testing.T) {
+	h, exits, stderr := start(t, time.Hour)
+	h.echo = 300 * time.Millisecond
+	h.sigs <- syscall.SIGTERM
+	waitDone(t, h.Context())
+	h.sigs <- syscall.SIGINT
+	select {
+	case code := <-exits:
+		t.Fatalf("exit(%d) on a signal within the echo window", code)
+	case <-time.After(400 * time.Millisecond):
+	}
+	if !strings.Contains(stderr.String(), "taken as the same request delivered twice") {
+		t.Errorf("stderr does not note the echo:\n%s", stderr)
+	}
+	h.sigs <- syscall.SIGINT
+	if code := waitExit(t, exits, 10*time.Second); code != 130 {
+		t.Errorf("signal after the window: exit %d, want 130", code)
+	}
 }
