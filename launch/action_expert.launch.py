@@ -17,7 +17,6 @@ lists them all.
 
 import os
 
-import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
@@ -85,21 +84,27 @@ PARAMETERS = [
 
 
 def _launch_node(context):
-    overrides = {}
+    # Launch arguments reach the node as `-p name:=value` rules, as given:
+    # the node reads each value with ROS's YAML rules, and a bad one (say
+    # steps:=abc) is reported against its rule, not against a temporary
+    # params file that launch_ros would write for a parameters dict.
+    rules = []
     for name, _ in PARAMETERS:
         text = LaunchConfiguration(name).perform(context)
         if text != '':
-            overrides[name] = yaml.safe_load(text)
-    parameters = [LaunchConfiguration('params_file').perform(context)]
-    if overrides:
-        parameters.append(overrides)
+            rules += ['-p', f'{name}:={text}']
+    # The params file goes in the same argument list, before the rules:
+    # rcl and the node apply parameters in command-line order, and launch_ros
+    # would put a `parameters` file after these arguments, where its
+    # defaults would override the rules.
+    params_file = LaunchConfiguration('params_file').perform(context)
     return [Node(
         package=PACKAGE,
         executable='fastwam_node',
         name=LaunchConfiguration('node_name'),
         namespace=LaunchConfiguration('namespace'),
-        parameters=parameters,
-        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level')],
+        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
+                   '--params-file', params_file] + rules,
         output='screen',
         emulate_tty=True,
         # On SIGINT the node finishes or abandons the chunk in progress,
