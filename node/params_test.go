@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fastwam/actionexpert/internal/rosparam"
 )
 
 const fqn = "/fastwam_action_expert"
@@ -361,7 +363,7 @@ func defaultText(t *testing.T, name string) string {
 	if !ok {
 		t.Fatalf("no parameter %q", name)
 	}
-	return yamlText(v)
+	return rosparam.FormatValue(v)
 }
 
 func TestParamsYAMLRoundTrip(t *testing.T) {

@@ -18,78 +18,24 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
-	"github.com/fastwam/actionexpert/internal/shutdown"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
-// nodeName is the node's default name; `-r __node:=...` renames it.
-const nodeName = "fastwam_executor"
-
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-func run(args []string) int {
-	rclArgs, rest, err := rclgo.ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_executor: ROS arguments: %s\n", rclMessage(err))
-		return 2
-	}
-	for _, a := range rest {
-		switch a {
-		case "-h", "--help":
-			fmt.Print(usage)
-			return 0
-		case "--print-params":
-			p := executor.DefaultParams()
-			os.Stdout.Write(p.ParamsYAML(nodeName))
-			return 0
-		default:
-			fmt.Fprintf(os.Stderr, "fastwam_executor: unknown argument %q (ROS arguments go after --ros-args)\n%s", a, usage)
-			return 2
-		}
-	}
-
-	// The first SIGINT/SIGTERM cancels ctx and the executor stops in order
-	// (exit status 0, as for any ROS node); a second signal, or the
-	// shutdown_grace parameter's time passing first, exits at once with
-	// 128 + the signal's number.
-	sig := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam_executor", Grace: executor.DefaultParams().ShutdownGrace})
-	defer sig.Stop()
-	ctx := sig.Context()
-
-	if err := rclgo.Init(rclArgs); err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_executor: rclgo init: %s\n", rclMessage(err))
-		return 1
-	}
-	defer func() {
-		if err := rclgo.Uninit(); err != nil {
-			fmt.Fprintf(os.Stderr, "fastwam_executor: rclgo uninit: %s\n", rclMessage(err))
-		}
-	}()
-	rn, err := rclgo.NewNode(nodeName, "")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_executor: create node: %s\n", rclMessage(err))
-		return 1
-	}
-	defer rn.Close()
-	log := rosnode.Logger{L: rn.Logger()}
-	if err := serve(ctx, args, rn, log, sig.SetGrace); err != nil {
-		log.Errorf("%v", err)
-		return 1
-	}
-	return 0
+	p := executor.DefaultParams()
+	os.Exit(rosnode.Main(rosnode.Program{
+		Binary: "fastwam_executor", NodeName: "fastwam_executor", Usage: usage,
+		ParamsYAML: p.ParamsYAML, Grace: p.ShutdownGrace, Serve: serve,
+	}, os.Args[1:]))
 }
 
 // serve configures the executor, spins until ctx is done and shuts down in
@@ -117,29 +63,7 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		return err
 	}
 	log.Infof("%s: executing %s on %s", rn.FullyQualifiedName(), p.Topics.Chunks, p.Topics.Action)
-	// The subscription exists now; rclgo's wait set is built when spinning starts.
-	spinCtx, stopSpin := context.WithCancel(context.Background())
-	spun := make(chan error, 1)
-	go func() { spun <- rn.Spin(spinCtx) }()
-	runErr := e.Run(ctx)
-	stopSpin()
-	spinErr := <-spun
-	if errors.Is(spinErr, context.Canceled) {
-		spinErr = nil
-	} else if spinErr != nil {
-		spinErr = fmt.Errorf("spin: %w", spinErr)
-	}
-	return errors.Join(runErr, spinErr)
-}
-
-// rclMessage is the text of an rclgo error without the Go stack trace
-// rclgo appends to it.
-func rclMessage(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "\ngoroutine "); i >= 0 {
-		msg = msg[:i]
-	}
-	return strings.TrimSpace(msg)
+	return rosnode.SpinWhile(rn, func() error { return e.Run(ctx) })
 }
 
 const usage = `usage: fastwam_executor [--print-params] [--ros-args ROS_ARGS...]

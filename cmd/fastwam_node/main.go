@@ -17,80 +17,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/internal/shutdown"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/backends"
 	"github.com/fastwam/actionexpert/node/rosnode"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
-// nodeName is the node's default name; `-r __node:=...` renames it.
-const nodeName = "fastwam_action_expert"
-
 func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-func run(args []string) int {
-	rclArgs, rest, err := rclgo.ParseArgs(args)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_node: ROS arguments: %s\n", rclMessage(err))
-		return 2
-	}
-	for _, a := range rest {
-		switch a {
-		case "-h", "--help":
-			fmt.Print(usage)
-			return 0
-		case "--print-params":
-			p := node.DefaultParams()
-			os.Stdout.Write(p.ParamsYAML(nodeName))
-			return 0
-		default:
-			fmt.Fprintf(os.Stderr, "fastwam_node: unknown argument %q (ROS arguments go after --ros-args)\n%s", a, usage)
-			return 2
-		}
-	}
-
-	// The first SIGINT/SIGTERM cancels ctx and the node stops in order
-	// (exit status 0, as for any ROS node); a second signal, or the
-	// shutdown_grace parameter's time passing first, exits at once with
-	// 128 + the signal's number. Until the parameters are read the grace
-	// period is the default.
-	sig := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam_node", Grace: node.DefaultParams().ShutdownGrace})
-	defer sig.Stop()
-	ctx := sig.Context()
-
-	if err := rclgo.Init(rclArgs); err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_node: rclgo init: %s\n", rclMessage(err))
-		return 1
-	}
-	defer func() {
-		if err := rclgo.Uninit(); err != nil {
-			fmt.Fprintf(os.Stderr, "fastwam_node: rclgo uninit: %s\n", rclMessage(err))
-		}
-	}()
-	rn, err := rclgo.NewNode(nodeName, "")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "fastwam_node: create node: %s\n", rclMessage(err))
-		return 1
-	}
-	defer rn.Close()
-	log := rosnode.Logger{L: rn.Logger()}
-	if err := serve(ctx, args, rn, log, sig.SetGrace); err != nil {
-		log.Errorf("%v", err)
-		return 1
-	}
-	return 0
+	p := node.DefaultParams()
+	os.Exit(rosnode.Main(rosnode.Program{
+		Binary: "fastwam_node", NodeName: "fastwam_action_expert", Usage: usage,
+		ParamsYAML: p.ParamsYAML, Grace: p.ShutdownGrace, Serve: serve,
+	}, os.Args[1:]))
 }
 
 // serve configures the managed node and spins until ctx is done: its
@@ -128,39 +73,18 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	if err != nil {
 		return err
 	}
-	// Subscriptions and services exist now; rclgo's wait set is built when
-	// spinning starts.
-	spinCtx, stopSpin := context.WithCancel(context.Background())
-	spun := make(chan error, 1)
-	go func() { spun <- rn.Spin(spinCtx) }()
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(ctx) }()
-	if p.Autostart {
-		if err := node.Autostart(ctx, mach); err != nil && ctx.Err() == nil {
-			log.Errorf("%v; the node waits for `ros2 lifecycle set %s configure`", err, fqn)
+	return rosnode.SpinWhile(rn, func() error {
+		ran := make(chan error, 1)
+		go func() { ran <- m.Run(ctx) }()
+		if p.Autostart {
+			if err := node.Autostart(ctx, mach); err != nil && ctx.Err() == nil {
+				log.Errorf("%v; the node waits for `ros2 lifecycle set %s configure`", err, fqn)
+			}
+		} else {
+			log.Infof("%s: unconfigured (autostart false): `ros2 lifecycle set %s configure`, then activate", fqn, fqn)
 		}
-	} else {
-		log.Infof("%s: unconfigured (autostart false): `ros2 lifecycle set %s configure`, then activate", fqn, fqn)
-	}
-	runErr := <-ran
-	stopSpin()
-	spinErr := <-spun
-	if errors.Is(spinErr, context.Canceled) {
-		spinErr = nil
-	} else if spinErr != nil {
-		spinErr = fmt.Errorf("spin: %w", spinErr)
-	}
-	return errors.Join(runErr, spinErr)
-}
-
-// rclMessage is the text of an rclgo error without the Go stack trace
-// rclgo appends to it: the operator needs rcl's message, not our frames.
-func rclMessage(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, "\ngoroutine "); i >= 0 {
-		msg = msg[:i]
-	}
-	return strings.TrimSpace(msg)
+		return <-ran
+	})
 }
 
 const usage = `usage: fastwam_node [--print-params] [--ros-args ROS_ARGS...]
