@@ -59,12 +59,19 @@ type Managed struct {
 	unconfiguredIn atomic.Uint64  // inputs received while no Node is configured
 	nodeTick       chan time.Time // Run's ticks, handed to the configured Node
 
-	mu      sync.Mutex // serialises transitions and guards the fields below
-	p       Params     // the parameters the next configure uses
+	// mu serialises transitions (a configure may take minutes: loading a
+	// 2 GB context) and guards the fields up to done; readers of the
+	// parameters and the state never wait for it.
+	mu      sync.Mutex
 	backend expert.Backend
 	node    *Node
 	stop    context.CancelFunc // ends the Node's Run
 	done    chan error         // the Node's Run result
+
+	cur atomic.Pointer[Node] // node, for readers
+
+	pmu     sync.Mutex         // guards the fields below
+	p       Params             // the parameters the next configure uses
 	lastErr string             // why the last transition failed
 	machine *lifecycle.Machine // set by Serve: the lifecycle state reported while unconfigured
 }
@@ -123,8 +130,8 @@ func (m *Managed) forward(h *atomic.Pointer[Handler]) Handler {
 
 // Params returns the parameters the next configure uses.
 func (m *Managed) Params() Params {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
 	return m.p
 }
 
@@ -135,34 +142,43 @@ func (m *Managed) SetParams(p Params) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	m.mu.Lock()
+	if p.Topics != m.cfg.Params.Topics || p.QoS != m.cfg.Params.QoS {
+		return errors.New("node: topics and their QoS are fixed when the node starts (restart the node to change them)")
+	}
+	if !m.mu.TryLock() {
+		return errTransitioning
+	}
 	defer m.mu.Unlock()
 	if m.node != nil {
 		return errors.New("node: parameters that need a reload change only while unconfigured (cleanup, set, configure)")
 	}
-	if p.Topics != m.cfg.Params.Topics || p.QoS != m.cfg.Params.QoS {
-		return errors.New("node: topics and their QoS are fixed when the node starts (restart the node to change them)")
-	}
+	m.pmu.Lock()
 	m.p = p
+	m.pmu.Unlock()
 	return nil
 }
 
+// errTransitioning refuses a parameter change while a transition runs.
+var errTransitioning = errors.New("node: a lifecycle transition is running; set the parameter when it is done")
+
 // Node returns the configured Node, or nil while unconfigured.
-func (m *Managed) Node() *Node {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.node
-}
+func (m *Managed) Node() *Node { return m.cur.Load() }
 
 // LastError is the reason the last transition failed ("" if none did).
 func (m *Managed) LastError() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.pmu.Lock()
+	defer m.pmu.Unlock()
 	return m.lastErr
 }
 
+func (m *Managed) setLastError(why string) {
+	m.pmu.Lock()
+	m.lastErr = why
+	m.pmu.Unlock()
+}
+
 func (m *Managed) fail(err error) error {
-	m.lastErr = err.Error()
+	m.setLastError(err.Error())
 	m.log.Errorf("%v", err)
 	return err
 }
@@ -176,7 +192,7 @@ func (m *Managed) Configure(ctx context.Context) error {
 	if m.node != nil {
 		return errors.New("node: configure: already configured")
 	}
-	p := m.p
+	p := m.Params()
 	m.log.Infof("configure: opening the %s backend", p.Backend)
 	b, err := m.cfg.Open(ctx, p)
 	if err != nil {
@@ -211,7 +227,9 @@ func (m *Managed) Configure(ctx context.Context) error {
 		}
 		return m.fail(errors.Join(why, runErr, closeBackend(b)))
 	}
-	m.backend, m.node, m.stop, m.done, m.lastErr = b, n, stop, done, ""
+	m.backend, m.node, m.stop, m.done = b, n, stop, done
+	m.cur.Store(n)
+	m.setLastError("")
 	m.log.Infof("configured: %s backend open, self-test %s", p.Backend, n.SelfTest())
 	return nil
 }
@@ -226,7 +244,8 @@ func (m *Managed) Activate() error {
 	if err := m.node.Activate(); err != nil {
 		return m.fail(fmt.Errorf("activate: %w", err))
 	}
-	m.log.Infof("active: %s + %s -> %s", m.p.Topics.KVCache, m.p.Topics.Context, m.p.Topics.Actions)
+	t := m.cfg.Params.Topics
+	m.log.Infof("active: %s + %s -> %s", t.KVCache, t.Context, t.Actions)
 	return nil
 }
 
@@ -258,6 +277,7 @@ func (m *Managed) cleanup() error {
 	}
 	m.kv.Store(nil)
 	m.ctx.Store(nil)
+	m.cur.Store(nil)
 	m.stop()
 	runErr := <-m.done
 	err := errors.Join(runErr, closeBackend(m.backend))
@@ -294,10 +314,7 @@ func (m *Managed) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return m.Shutdown()
 		case now := <-tick:
-			m.mu.Lock()
-			configured := m.node != nil
-			m.mu.Unlock()
-			if !configured {
+			if m.cur.Load() == nil {
 				m.publishDiagnostics()
 				continue
 			}
@@ -313,9 +330,9 @@ func (m *Managed) Run(ctx context.Context) error {
 // no Node is configured.
 func (m *Managed) UnconfiguredDiagnostics() msgs.DiagnosticArray {
 	now := m.now()
-	m.mu.Lock()
+	m.pmu.Lock()
 	p, why, mach := m.p, m.lastErr, m.machine
-	m.mu.Unlock()
+	m.pmu.Unlock()
 	state := "unconfigured"
 	if mach != nil {
 		state = mach.State().Label // finalized after shutdown, or a transition state
@@ -356,9 +373,9 @@ type managedTransport struct{ m *Managed }
 
 func (t managedTransport) Subscribe(topic Topic, h Handler) error {
 	switch topic.Name {
-	case t.m.p.Topics.KVCache:
+	case t.m.cfg.Params.Topics.KVCache:
 		t.m.kv.Store(&h)
-	case t.m.p.Topics.Context:
+	case t.m.cfg.Params.Topics.Context:
 		t.m.ctx.Store(&h)
 	default:
 		return fmt.Errorf("node: managed node has no subscription %s", topic.Name)
@@ -378,9 +395,9 @@ func (t managedTransport) Recycle(data []byte) {
 
 func (t managedTransport) Advertise(topic Topic) (Publisher, error) {
 	switch topic.Name {
-	case t.m.p.Topics.Actions:
+	case t.m.cfg.Params.Topics.Actions:
 		return t.m.actions, nil
-	case t.m.p.Topics.Diagnostics:
+	case t.m.cfg.Params.Topics.Diagnostics:
 		return t.m.diag, nil
 	}
 	return nil, fmt.Errorf("node: managed node has no publisher %s", topic.Name)

@@ -106,9 +106,9 @@ func (m *Managed) Serve(ctx context.Context, t Transport, fqn string) (*lifecycl
 			return nil, err
 		}
 	}
-	m.mu.Lock()
+	m.pmu.Lock()
 	m.machine = mach
-	m.mu.Unlock()
+	m.pmu.Unlock()
 	return mach, nil
 }
 

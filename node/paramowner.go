@@ -135,9 +135,11 @@ func (m *Managed) Describe(name string) (msgs.ParameterDescriptor, bool) {
 // change them. While unconfigured, any parameter but the read-only ones
 // changes, for the next configure.
 func (m *Managed) SetParameters(ctx context.Context, ps []msgs.Parameter) error {
-	m.mu.Lock()
+	if !m.mu.TryLock() {
+		return errTransitioning
+	}
 	defer m.mu.Unlock()
-	q := m.p
+	q := m.Params()
 	var reload []string
 	for _, prm := range ps {
 		v, err := valueOf(prm.Value)
@@ -163,7 +165,9 @@ func (m *Managed) SetParameters(ctx context.Context, ps []msgs.Parameter) error 
 			return err
 		}
 	}
+	m.pmu.Lock()
 	m.p = q
+	m.pmu.Unlock()
 	return nil
 }
 
