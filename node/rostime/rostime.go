@@ -115,14 +115,13 @@ func (t *Ticker) Stop() {
 
 // advance delivers the last multiple of the period at or before now that
 // has not been delivered yet. restart (the first time, or after a jump
-// backwards) re-anchors the ticker at now.
+// backwards) re-anchors the ticker after now.
 func (t *Ticker) advance(now time.Time, restart bool) {
 	t.mu.Lock()
 	if restart || t.next.IsZero() {
-		t.next = now.Truncate(t.period)
-		if t.next.Before(now) {
-			t.next = t.next.Add(t.period)
-		}
+		// As time.Ticker: the first tick is one (partial) period on,
+		// at the first multiple of the period after now.
+		t.next = now.Truncate(t.period).Add(t.period)
 	}
 	if now.Before(t.next) {
 		t.mu.Unlock()

@@ -34,6 +34,18 @@ func recv(t *testing.T, tk *Ticker) (time.Time, bool) {
 
 func TestSimTicker(t *testing.T) {
 	c := NewSim()
+	// A ticker made on a running clock ticks one period on, not at once.
+	c0 := NewSim()
+	c0.Set(time.Unix(100, 0))
+	tk0 := c0.NewTicker(50 * time.Millisecond)
+	if v, ok := recv(t, tk0); ok {
+		t.Fatalf("tick %v at creation", v)
+	}
+	c0.Set(time.Unix(100, 50e6))
+	if v, ok := recv(t, tk0); !ok || !v.Equal(time.Unix(100, 50e6)) {
+		t.Fatalf("first tick %v %v, want 100.05", v, ok)
+	}
+	tk0.Stop()
 	tk := c.NewTicker(50 * time.Millisecond)
 	defer tk.Stop()
 	base := time.Unix(1_700_000_000, 0)
