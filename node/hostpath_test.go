@@ -359,3 +359,37 @@ func halfTrunc(v float32) uint16 {
 	}
 	return sign | uint16(e)<<10 | uint16(b>>13&0x3ff)
 }
+
+// TestCacheBytesReleasedBeforeDenoising: once a cache's tensors are in the
+// backend's inputs, its message bytes go back to the transport while the
+// chunk is still being denoised (on ROS, where messages are not recycled,
+// the garbage collector may take them then).
+func TestCacheBytesReleasedBeforeDenoising(t *testing.T) {
+	d := tinyDims()
+	b := newTestBackend(d)
+	entered := make(chan struct{}, 64)
+	b.gate, b.onStep = make(chan struct{}), func() { entered <- struct{}{} }
+	h := newHarness(t, testParams(), b)
+	h.waitState(StateActive)
+	in := makeInputs(d, 1, time.Unix(1_700_000_000, 0))
+	kvLen := len(mustCDR(t, &in.kv))
+	h.send(in)
+	select {
+	case <-entered: // the first step is running, blocked on the gate
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker never stepped")
+	}
+	h.bus.poolMu.Lock()
+	returned := false
+	for _, f := range h.bus.free {
+		returned = returned || cap(f) >= kvLen
+	}
+	h.bus.poolMu.Unlock()
+	close(b.gate)
+	if c := h.waitChunk(); c.KVSeq != 1 {
+		t.Fatalf("chunk of kv seq %d", c.KVSeq)
+	}
+	if !returned {
+		t.Fatal("the cache's bytes were still held while the chunk was being denoised")
+	}
+}

@@ -97,6 +97,20 @@ func (r *recycler) freeKV(k *kvInput) {
 	r.kvs.put(k)
 }
 
+// releaseKVPayload hands a cache's message bytes back to the transport as
+// soon as its tensors have been decoded out of them (the worker then holds
+// the header fields only, for the rest of the chunk): while the chunk is
+// denoised, the next message can be received into them. freeKV later
+// releases the rest.
+func (r *recycler) releaseKVPayload(k *kvInput) {
+	if r == nil || k == nil {
+		return
+	}
+	k.msg.Keys.Data, k.msg.Values.Data = nil, nil
+	r.giveBack(k.raw)
+	k.raw = nil
+}
+
 // freeCtx drops one holder of a context and takes it back after the last.
 func (r *recycler) freeCtx(c *ctxInput) {
 	if r == nil || c == nil || c.refs.Add(-1) != 0 {

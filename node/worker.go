@@ -70,6 +70,10 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			return
 		}
 	}
+	// The keys and values are in the backend's buffers now: the 72 MB
+	// message goes back to the transport for the next one while this
+	// chunk is denoised.
+	n.recycle.releaseKVPayload(p.kv)
 	visible := int(p.kv.msg.VisibleVideoTokens)
 
 	// The seed follows the producer's sequence number, not this node's
