@@ -198,3 +198,24 @@ func TestBusRecycles(t *testing.T) {
 		t.Fatalf("deliveries changed: %q", got)
 	}
 }
+
+// TestBusBestFit: a small message takes the smallest handed-back buffer
+// that fits, leaving the large one for the next large message.
+func TestBusBestFit(t *testing.T) {
+	bus := NewBus()
+	var got [][]byte
+	rt := Topic{Name: "r", Type: msgs.TypeVideoKVCache}
+	if err := bus.SubscribeRecycled(rt, func(d []byte) { got = append(got, d) }); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := bus.Advertise(rt)
+	_ = p.Publish(make([]byte, 1000)) // large
+	_ = p.Publish(make([]byte, 10))   // small
+	bus.Recycle(got[0])
+	bus.Recycle(got[1])
+	_ = p.Publish(make([]byte, 8)) // fits both: must take the small one
+	_ = p.Publish(make([]byte, 900))
+	if cap(got[2]) != 10 || cap(got[3]) != 1000 || bus.made != 2 {
+		t.Fatalf("small message took a %d-byte buffer, large a %d-byte one, %d buffers made; want 10, 1000, 2", cap(got[2]), cap(got[3]), bus.made)
+	}
+}

@@ -165,19 +165,23 @@ func (b *Bus) Recycle(data []byte) {
 }
 
 // buffer returns a buffer of n bytes for a delivery to subs recycling
-// subscribers: a handed-back one when one is large enough.
+// subscribers: the smallest handed-back one that is large enough, so that
+// a 2 MB context never takes the buffer a 72 MB cache needs next.
 func (b *Bus) buffer(n, subs int) []byte {
 	b.poolMu.Lock()
 	defer b.poolMu.Unlock()
 	var buf []byte
+	best := -1
 	for i, f := range b.free {
-		if cap(f) >= n {
-			buf = f[:n]
-			last := len(b.free) - 1
-			b.free[i], b.free[last] = b.free[last], nil
-			b.free = b.free[:last]
-			break
+		if cap(f) >= n && (best < 0 || cap(f) < cap(b.free[best])) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		buf = b.free[best][:n]
+		last := len(b.free) - 1
+		b.free[best], b.free[last] = b.free[last], nil
+		b.free = b.free[:last]
 	}
 	if buf == nil {
 		buf = make([]byte, n)
