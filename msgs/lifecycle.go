@@ -230,28 +230,11 @@ func (m *GetAvailableStatesRequest) encode(e *encoder) { encodeEmpty(e) }
 func (m *GetAvailableStatesRequest) decode(d *decoder) { decodeEmpty(d) }
 
 func (m *GetAvailableStatesResponse) encode(e *encoder) {
-	e.seqLen("GetAvailableStates_Response.available_states", len(m.AvailableStates))
-	for i := range m.AvailableStates {
-		m.AvailableStates[i].encode(e)
-	}
+	encodeSeq(e, "GetAvailableStates_Response.available_states", m.AvailableStates)
 }
 
 func (m *GetAvailableStatesResponse) decode(d *decoder) {
-	n := d.seqLen("available_states", minState, "States")
-	if n <= 0 {
-		return
-	}
-	m.AvailableStates = make([]State, n)
-	d.enter("available_states")
-	for i := range m.AvailableStates {
-		d.enterIndex(i)
-		m.AvailableStates[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
+	m.AvailableStates = decodeSeq[State](d, "available_states", d.seqLen("available_states", minState, "States"))
 }
 
 func (m *GetAvailableTransitionsRequest) encode(e *encoder) { encodeEmpty(e) }
@@ -259,26 +242,9 @@ func (m *GetAvailableTransitionsRequest) encode(e *encoder) { encodeEmpty(e) }
 func (m *GetAvailableTransitionsRequest) decode(d *decoder) { decodeEmpty(d) }
 
 func (m *GetAvailableTransitionsResponse) encode(e *encoder) {
-	e.seqLen("GetAvailableTransitions_Response.available_transitions", len(m.AvailableTransitions))
-	for i := range m.AvailableTransitions {
-		m.AvailableTransitions[i].encode(e)
-	}
+	encodeSeq(e, "GetAvailableTransitions_Response.available_transitions", m.AvailableTransitions)
 }
 
 func (m *GetAvailableTransitionsResponse) decode(d *decoder) {
-	n := d.seqLen("available_transitions", minTransitionDescription, "TransitionDescriptions")
-	if n <= 0 {
-		return
-	}
-	m.AvailableTransitions = make([]TransitionDescription, n)
-	d.enter("available_transitions")
-	for i := range m.AvailableTransitions {
-		d.enterIndex(i)
-		m.AvailableTransitions[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
+	m.AvailableTransitions = decodeSeq[TransitionDescription](d, "available_transitions", d.seqLen("available_transitions", minTransitionDescription, "TransitionDescriptions"))
 }

@@ -265,26 +265,8 @@ func (m *ParameterDescriptor) decode(d *decoder) {
 	m.AdditionalConstraints = d.str("additional_constraints")
 	m.ReadOnly = d.boolean("read_only")
 	m.DynamicTyping = d.boolean("dynamic_typing")
-	if n := d.boundedLen("floating_point_range", 1, minRange, "FloatingPointRanges"); n > 0 {
-		m.FloatingPointRange = make([]FloatingPointRange, n)
-		d.enter("floating_point_range")
-		for i := range m.FloatingPointRange {
-			d.enterIndex(i)
-			m.FloatingPointRange[i].decode(d)
-			d.leave()
-		}
-		d.leave()
-	}
-	if n := d.boundedLen("integer_range", 1, minRange, "IntegerRanges"); n > 0 {
-		m.IntegerRange = make([]IntegerRange, n)
-		d.enter("integer_range")
-		for i := range m.IntegerRange {
-			d.enterIndex(i)
-			m.IntegerRange[i].decode(d)
-			d.leave()
-		}
-		d.leave()
-	}
+	m.FloatingPointRange = decodeSeq[FloatingPointRange](d, "floating_point_range", d.boundedLen("floating_point_range", 1, minRange, "FloatingPointRanges"))
+	m.IntegerRange = decodeSeq[IntegerRange](d, "integer_range", d.boundedLen("integer_range", 1, minRange, "IntegerRanges"))
 }
 
 func (m *SetParametersResult) encode(e *encoder) {
@@ -307,40 +289,17 @@ func (m *ListParametersResult) decode(d *decoder) {
 	m.Prefixes = d.strings("prefixes")
 }
 
-// encodeParameters writes a Parameter sequence.
-func encodeParameters(e *encoder, path string, ps []Parameter) {
-	e.seqLen(path, len(ps))
-	for i := range ps {
-		ps[i].encode(e)
-	}
-}
-
 // decodeParameters reads a Parameter sequence named field.
 func decodeParameters(d *decoder, field string) []Parameter {
-	n := d.seqLen(field, minParameter, "Parameters")
-	if n <= 0 {
-		return nil
-	}
-	ps := make([]Parameter, n)
-	d.enter(field)
-	for i := range ps {
-		d.enterIndex(i)
-		ps[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
-	return ps
+	return decodeSeq[Parameter](d, field, d.seqLen(field, minParameter, "Parameters"))
 }
 
 func (m *ParameterEvent) encode(e *encoder) {
 	m.Stamp.encode(e)
 	e.str("ParameterEvent.node", m.Node)
-	encodeParameters(e, "ParameterEvent.new_parameters", m.NewParameters)
-	encodeParameters(e, "ParameterEvent.changed_parameters", m.ChangedParameters)
-	encodeParameters(e, "ParameterEvent.deleted_parameters", m.DeletedParameters)
+	encodeSeq(e, "ParameterEvent.new_parameters", m.NewParameters)
+	encodeSeq(e, "ParameterEvent.changed_parameters", m.ChangedParameters)
+	encodeSeq(e, "ParameterEvent.deleted_parameters", m.DeletedParameters)
 }
 
 func (m *ParameterEvent) decode(d *decoder) {
@@ -378,28 +337,11 @@ func (m *GetParametersRequest) encode(e *encoder) {
 func (m *GetParametersRequest) decode(d *decoder) { m.Names = d.strings("names") }
 
 func (m *GetParametersResponse) encode(e *encoder) {
-	e.seqLen("GetParameters_Response.values", len(m.Values))
-	for i := range m.Values {
-		m.Values[i].encode(e)
-	}
+	encodeSeq(e, "GetParameters_Response.values", m.Values)
 }
 
 func (m *GetParametersResponse) decode(d *decoder) {
-	n := d.seqLen("values", minParameterValue, "ParameterValues")
-	if n <= 0 {
-		return
-	}
-	m.Values = make([]ParameterValue, n)
-	d.enter("values")
-	for i := range m.Values {
-		d.enterIndex(i)
-		m.Values[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
+	m.Values = decodeSeq[ParameterValue](d, "values", d.seqLen("values", minParameterValue, "ParameterValues"))
 }
 
 func (m *GetParameterTypesRequest) encode(e *encoder) {
@@ -415,7 +357,7 @@ func (m *GetParameterTypesResponse) encode(e *encoder) {
 func (m *GetParameterTypesResponse) decode(d *decoder) { m.Types = d.uint8s("types") }
 
 func (m *SetParametersRequest) encode(e *encoder) {
-	encodeParameters(e, "SetParameters_Request.parameters", m.Parameters)
+	encodeSeq(e, "SetParameters_Request.parameters", m.Parameters)
 }
 
 func (m *SetParametersRequest) decode(d *decoder) {
@@ -423,32 +365,15 @@ func (m *SetParametersRequest) decode(d *decoder) {
 }
 
 func (m *SetParametersResponse) encode(e *encoder) {
-	e.seqLen("SetParameters_Response.results", len(m.Results))
-	for i := range m.Results {
-		m.Results[i].encode(e)
-	}
+	encodeSeq(e, "SetParameters_Response.results", m.Results)
 }
 
 func (m *SetParametersResponse) decode(d *decoder) {
-	n := d.seqLen("results", minSetParametersResult, "SetParametersResults")
-	if n <= 0 {
-		return
-	}
-	m.Results = make([]SetParametersResult, n)
-	d.enter("results")
-	for i := range m.Results {
-		d.enterIndex(i)
-		m.Results[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
+	m.Results = decodeSeq[SetParametersResult](d, "results", d.seqLen("results", minSetParametersResult, "SetParametersResults"))
 }
 
 func (m *SetParametersAtomicallyRequest) encode(e *encoder) {
-	encodeParameters(e, "SetParametersAtomically_Request.parameters", m.Parameters)
+	encodeSeq(e, "SetParametersAtomically_Request.parameters", m.Parameters)
 }
 
 func (m *SetParametersAtomicallyRequest) decode(d *decoder) {
@@ -470,28 +395,11 @@ func (m *DescribeParametersRequest) encode(e *encoder) {
 func (m *DescribeParametersRequest) decode(d *decoder) { m.Names = d.strings("names") }
 
 func (m *DescribeParametersResponse) encode(e *encoder) {
-	e.seqLen("DescribeParameters_Response.descriptors", len(m.Descriptors))
-	for i := range m.Descriptors {
-		m.Descriptors[i].encode(e)
-	}
+	encodeSeq(e, "DescribeParameters_Response.descriptors", m.Descriptors)
 }
 
 func (m *DescribeParametersResponse) decode(d *decoder) {
-	n := d.seqLen("descriptors", minParameterDescriptor, "ParameterDescriptors")
-	if n <= 0 {
-		return
-	}
-	m.Descriptors = make([]ParameterDescriptor, n)
-	d.enter("descriptors")
-	for i := range m.Descriptors {
-		d.enterIndex(i)
-		m.Descriptors[i].decode(d)
-		d.leave()
-		if d.err != nil {
-			break
-		}
-	}
-	d.leave()
+	m.Descriptors = decodeSeq[ParameterDescriptor](d, "descriptors", d.seqLen("descriptors", minParameterDescriptor, "ParameterDescriptors"))
 }
 
 func (m *Clock) encode(e *encoder) { m.Clock.encode(e) }

@@ -60,6 +60,59 @@ func unmarshalMessage[T any, PT interface {
 	return nil
 }
 
+// encodeSeq writes a sequence of messages; path names it in errors.
+func encodeSeq[T any, PT interface {
+	*T
+	encode(*encoder)
+}](e *encoder, path string, s []T) {
+	e.seqLen(path, len(s))
+	for i := range s {
+		PT(&s[i]).encode(e)
+	}
+}
+
+// decodeSeq reads the n messages of the sequence field, n being what
+// seqLen or boundedLen read (and checked against the bytes left); nil for
+// n <= 0.
+func decodeSeq[T any, PT interface {
+	*T
+	decode(*decoder)
+}](d *decoder, field string, n int) []T {
+	if n <= 0 {
+		return nil
+	}
+	out := make([]T, n)
+	d.enter(field)
+	for i := range out {
+		d.enterIndex(i)
+		PT(&out[i]).decode(d)
+		d.leave()
+		if d.err != nil {
+			break
+		}
+	}
+	d.leave()
+	return out
+}
+
+// decodeValues reads a sequence of primitive values of at least minSize
+// bytes each with read. An empty sequence of 8-byte values is counted in
+// d.empty8 (see decoder.empty8).
+func decodeValues[T any](d *decoder, field string, minSize int, elem string, read func(string) T) []T {
+	n := d.seqLen(field, minSize, elem)
+	if n == 0 && minSize == 8 {
+		d.empty8++
+	}
+	if n <= 0 {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		out[i] = read(field)
+	}
+	return out
+}
+
 func (e *encoder) i64(v int64) { e.u64(uint64(v)) }
 
 func (d *decoder) i64(field string) int64 { return int64(d.u64(field)) }
@@ -133,15 +186,7 @@ func (e *encoder) bools(path string, v []bool) {
 }
 
 func (d *decoder) bools(field string) []bool {
-	n := d.seqLen(field, minBool, "bools")
-	if n <= 0 {
-		return nil
-	}
-	out := make([]bool, n)
-	for i := range out {
-		out[i] = d.boolean(field)
-	}
-	return out
+	return decodeValues(d, field, minBool, "bools", d.boolean)
 }
 
 func (e *encoder) int64s(path string, v []int64) {
@@ -152,18 +197,7 @@ func (e *encoder) int64s(path string, v []int64) {
 }
 
 func (d *decoder) int64s(field string) []int64 {
-	n := d.seqLen(field, minInt64, "int64 values")
-	if n == 0 {
-		d.empty8++ // see decoder.empty8
-	}
-	if n <= 0 {
-		return nil
-	}
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = d.i64(field)
-	}
-	return out
+	return decodeValues(d, field, minInt64, "int64 values", d.i64)
 }
 
 func (e *encoder) float64s(path string, v []float64) {
@@ -174,18 +208,7 @@ func (e *encoder) float64s(path string, v []float64) {
 }
 
 func (d *decoder) float64s(field string) []float64 {
-	n := d.seqLen(field, minFloat64, "float64 values")
-	if n == 0 {
-		d.empty8++ // see decoder.empty8
-	}
-	if n <= 0 {
-		return nil
-	}
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = d.f64(field)
-	}
-	return out
+	return decodeValues(d, field, minFloat64, "float64 values", d.f64)
 }
 
 func (d *decoder) uint8s(field string) []uint8 { return d.bytesSeq(field) }
