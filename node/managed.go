@@ -135,29 +135,6 @@ func (m *Managed) Params() Params {
 	return m.p
 }
 
-// SetParams replaces the parameters the next configure uses; the topics
-// and their QoS cannot change (the node's subscriptions exist already).
-// It is an error while the node is configured: cleanup first.
-func (m *Managed) SetParams(p Params) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	if p.Topics != m.cfg.Params.Topics || p.QoS != m.cfg.Params.QoS {
-		return errors.New("node: topics and their QoS are fixed when the node starts (restart the node to change them)")
-	}
-	if !m.mu.TryLock() {
-		return errTransitioning
-	}
-	defer m.mu.Unlock()
-	if m.node != nil {
-		return errors.New("node: parameters that need a reload change only while unconfigured (cleanup, set, configure)")
-	}
-	m.pmu.Lock()
-	m.p = p
-	m.pmu.Unlock()
-	return nil
-}
-
 // errTransitioning refuses a parameter change while a transition runs.
 var errTransitioning = errors.New("node: a lifecycle transition is running; set the parameter when it is done")
 

@@ -270,28 +270,36 @@ func TestManagedConfigureFailure(t *testing.T) {
 	}
 }
 
-func TestManagedSetParams(t *testing.T) {
+func TestManagedSetParameters(t *testing.T) {
 	p := testParams()
 	p.SelfTest.Skip = true
 	r := newManagedRig(t, p)
-	q := r.m.Params()
-	q.Steps = 7
-	if err := r.m.SetParams(q); err != nil {
+	set := func(name string, v msgs.ParameterValue) error {
+		return r.m.SetParameters(context.Background(), []msgs.Parameter{{Name: name, Value: v}})
+	}
+	if err := set("steps", msgs.ParameterValue{Type: msgs.ParameterInteger, IntegerValue: 7}); err != nil {
 		t.Fatal(err)
 	}
-	q.Topics.Actions = "elsewhere"
-	if err := r.m.SetParams(q); err == nil || !strings.Contains(err.Error(), "topics") {
+	err := set("topics.actions", msgs.ParameterValue{Type: msgs.ParameterString, StringValue: "elsewhere"})
+	if err == nil || !strings.Contains(err.Error(), "topics") {
 		t.Fatalf("changing a topic: %v", err)
 	}
 	if err := r.m.Configure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	q = r.m.Params()
-	if q.Steps != 7 {
+	if q := r.m.Params(); q.Steps != 7 {
 		t.Fatalf("steps %d, want 7", q.Steps)
 	}
-	q.CPU.Weights = "other.safetensors"
-	if err := r.m.SetParams(q); err == nil || !strings.Contains(err.Error(), "cleanup") {
+	err = set("cpu.weights", msgs.ParameterValue{Type: msgs.ParameterString, StringValue: "other.safetensors"})
+	if err == nil || !strings.Contains(err.Error(), "cleanup") {
 		t.Fatalf("changing the backend while configured: %v", err)
+	}
+	// All or none: a live one with a reload one changes nothing.
+	err = r.m.SetParameters(context.Background(), []msgs.Parameter{
+		{Name: "steps", Value: msgs.ParameterValue{Type: msgs.ParameterInteger, IntegerValue: 3}},
+		{Name: "cpu.threads", Value: msgs.ParameterValue{Type: msgs.ParameterInteger, IntegerValue: 1}},
+	})
+	if err == nil || r.m.Params().Steps != 7 {
+		t.Fatalf("mixed set: %v, steps %d; want a refusal and steps 7", err, r.m.Params().Steps)
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -155,6 +156,9 @@ func (m *Managed) SetParameters(ctx context.Context, ps []msgs.Parameter) error 
 	}
 	if err := q.Validate(); err != nil {
 		return err
+	}
+	if q.Topics != m.cfg.Params.Topics || q.QoS != m.cfg.Params.QoS {
+		return errors.New("node: topics and their QoS are fixed when the node starts (restart the node to change them)")
 	}
 	if m.node != nil {
 		if len(reload) > 0 {
