@@ -8,9 +8,10 @@ func layerNormModulate(out, x []float32, d int, scale, shift []float32, eps floa
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
-		normalise(o, row, mu, inv)
-		for i, n := range o {
-			o[i] = n*(1+scale[i]) + shift[i]
+		k := normAffineVector(o, row, mu, inv, scale, shift, true)
+		normalise(o[k:], row[k:], mu, inv)
+		for i := k; i < len(o); i++ {
+			o[i] = o[i]*(1+scale[i]) + shift[i]
 		}
 	}
 }
@@ -20,9 +21,10 @@ func layerNormAffine(out, x []float32, d int, w, bias []float32, eps float64) {
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
-		normalise(o, row, mu, inv)
-		for i, n := range o {
-			o[i] = n*w[i] + bias[i]
+		k := normAffineVector(o, row, mu, inv, w, bias, false)
+		normalise(o[k:], row[k:], mu, inv)
+		for i := k; i < len(o); i++ {
+			o[i] = o[i]*w[i] + bias[i]
 		}
 	}
 }
@@ -45,8 +47,9 @@ func normalise(o, row []float32, mu, inv float64) {
 // meanInvStd returns the mean and 1/sqrt(biased variance + eps) of row,
 // both sums in float64 with four partial sums.
 func meanInvStd(row []float32, eps float64) (mu, inv float64) {
-	var s0, s1, s2, s3 float64
-	i := 0
+	var lanes [4]float64
+	i := laneSumsVector(row, 0, &lanes, false)
+	s0, s1, s2, s3 := lanes[0], lanes[1], lanes[2], lanes[3]
 	for ; i+4 <= len(row); i += 4 {
 		s0 += float64(row[i])
 		s1 += float64(row[i+1])
@@ -57,8 +60,9 @@ func meanInvStd(row []float32, eps float64) (mu, inv float64) {
 		s0 += float64(row[i])
 	}
 	mu = (s0 + s1 + s2 + s3) / float64(len(row))
-	var q0, q1, q2, q3 float64
-	i = 0
+	lanes = [4]float64{}
+	i = laneSumsVector(row, mu, &lanes, true)
+	q0, q1, q2, q3 := lanes[0], lanes[1], lanes[2], lanes[3]
 	for ; i+4 <= len(row); i += 4 {
 		d0, d1, d2, d3 := float64(row[i])-mu, float64(row[i+1])-mu, float64(row[i+2])-mu, float64(row[i+3])-mu
 		q0 += d0 * d0
@@ -84,8 +88,9 @@ func rmsNormRows(m []float32, d int, g []float32, eps float64) {
 func rmsNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64) {
 	for r := 0; r < rows; r++ {
 		row := m[r*ld+off : r*ld+off+d]
-		var q0, q1, q2, q3 float64 // four partial sums, four conversion chains
-		i := 0
+		var lanes [4]float64 // four partial sums, four conversion chains
+		i := laneSumsVector(row, 0, &lanes, true)
+		q0, q1, q2, q3 := lanes[0], lanes[1], lanes[2], lanes[3]
 		for ; i+4 <= len(row); i += 4 {
 			v0, v1, v2, v3 := float64(row[i]), float64(row[i+1]), float64(row[i+2]), float64(row[i+3])
 			q0 += v0 * v0
@@ -98,8 +103,8 @@ func rmsNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64)
 			q0 += v * v
 		}
 		inv := float32(1 / math.Sqrt((q0+q1+q2+q3)/float64(d)+eps))
-		for i, v := range row {
-			row[i] = v * inv * g[i]
+		for i := mulScaleVector(row, inv, g); i < len(row); i++ {
+			row[i] = row[i] * inv * g[i]
 		}
 	}
 }
@@ -128,7 +133,7 @@ func softmaxRows(m []float32, rows, ld int) {
 			}
 		}
 		var s float64
-		for lo := 0; lo < len(row); lo += blockLen {
+		for lo := softmaxExpVector(row, mx, &s); lo < len(row); lo += blockLen {
 			blk := row[lo:min(lo+blockLen, len(row))]
 			ub := u[:len(blk)]
 			for i, v := range blk {
@@ -155,7 +160,18 @@ func softmaxRows(m []float32, rows, ld int) {
 // tanh, and no cancellation in 1 + tanh for negative x. It runs in float64
 // and rounds once to float32.
 func geluInPlace(x []float32) {
-	const c2 = -2 * 0.7978845608028654 // −2·sqrt(2/π)
+	geluGo(geluVector(x))
+}
+
+// The constants of GELU's logistic form: −2·√(2/π) and the cubic term's
+// coefficient.
+const (
+	geluScale = -2 * 0.7978845608028654
+	geluCubic = 0.044715
+)
+
+// geluGo is geluInPlace without vector kernels.
+func geluGo(x []float32) {
 	var u, e [blockLen]float64
 	for lo := 0; lo < len(x); lo += blockLen {
 		blk := x[lo:min(lo+blockLen, len(x))]
@@ -164,7 +180,7 @@ func geluInPlace(x []float32) {
 			ub[i] = float64(v)
 		}
 		for i, v := range ub {
-			eb[i] = c2 * (v + 0.044715*v*v*v)
+			eb[i] = geluScale * (v + geluCubic*v*v*v)
 		}
 		expInPlace(eb)
 		for i, v := range ub {

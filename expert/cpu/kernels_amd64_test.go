@@ -1,0 +1,184 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// portable runs f with the vector kernels switched off, so a test can
+// compare them with the portable loops on this CPU. Tests that call it
+// must not run in parallel with others of this package.
+func portable(t *testing.T, f func()) {
+	t.Helper()
+	if !hasAVX2 {
+		t.Skip("no AVX2 on this CPU: only the portable loops run")
+	}
+	hasAVX2 = false
+	defer func() { hasAVX2 = true }()
+	f()
+}
+
+// sameBits32 fails t unless got and want hold the same float32 bits (any
+// NaN matching any NaN).
+func sameBits32(t *testing.T, what string, in, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+			t.Fatalf("%s: element %d of %d (input %v): vector %v (%#x), portable %v (%#x)",
+				what, i, len(want), in[i], g, math.Float32bits(g), w, math.Float32bits(w))
+		}
+	}
+}
+
+// TestExpVectorMatchesGo holds the AVX2 exponential to expGo bit for bit:
+// on random values across the range, and with a value it must leave to
+// math.Exp (NaN, ±Inf, beyond −708 or 709) at every position of slices of
+// every length up to 13, so the hand-over of a group and of the tail are
+// both exercised.
+func TestExpVectorMatchesGo(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 on this CPU: expInPlace is expGo")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	check := func(xs []float64) {
+		t.Helper()
+		got, want := slices.Clone(xs), slices.Clone(xs)
+		expInPlace(got)
+		expGo(want)
+		for i := range xs {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+				t.Fatalf("exp(%v) at %d of %d: vector %v (%#x), portable %v (%#x)",
+					xs[i], i, len(xs), got[i], math.Float64bits(got[i]), want[i], math.Float64bits(want[i]))
+			}
+		}
+	}
+	xs := make([]float64, 1<<16)
+	for i := range xs {
+		xs[i] = (r.Float64()*2 - 1) * 708
+	}
+	check(xs)
+	for i := range xs {
+		xs[i] = -r.ExpFloat64() * 3 // softmax's range
+	}
+	check(xs)
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -708.5, -745.1, 709.5, 1e300} {
+		for n := 1; n <= 13; n++ {
+			for at := range n {
+				v := make([]float64, n)
+				for i := range v {
+					v[i] = r.NormFloat64() * 5
+				}
+				v[at] = bad
+				check(v)
+			}
+		}
+	}
+}
+
+// specials32 are the float32 values the row kernels must treat exactly as
+// the portable loops do.
+var specials32 = []float32{0, float32(math.Copysign(0, -1)), float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+	math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, 1e-40, 1e30, -1e30, 2000, -2000, 400, -400}
+
+// kernelInputs returns rows of every length up to 70 (the vector part,
+// its hand-over to the portable tail, and a tail alone) with random values
+// and, in some, a special value at a random position.
+func kernelInputs(r *rand.Rand, scale float64) [][]float32 {
+	var rows [][]float32
+	for n := 1; n <= 70; n++ {
+		for rep := range 6 {
+			row := make([]float32, n)
+			for i := range row {
+				row[i] = float32(r.NormFloat64() * scale)
+			}
+			if rep > 1 {
+				row[r.IntN(n)] = specials32[r.IntN(len(specials32))]
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
+// TestRowKernelsMatchPortable holds softmax, GELU, both LayerNorms and
+// RMSNorm with their vector kernels to the portable loops bit for bit, on
+// rows of every length up to 70 with normal values, values large enough
+// for GELU's exponent to leave the vector range, and special values.
+func TestRowKernelsMatchPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	kernels := []struct {
+		name string
+		f    func(out, x, a, c []float32)
+	}{
+		{"softmax", func(out, x, _, _ []float32) { copy(out, x); softmaxRows(out, 1, len(out)) }},
+		{"gelu", func(out, x, _, _ []float32) { copy(out, x); geluInPlace(out) }},
+		{"layerNormModulate", func(out, x, a, c []float32) { layerNormModulate(out, x, len(x), a, c, 1e-6) }},
+		{"layerNormAffine", func(out, x, a, c []float32) { layerNormAffine(out, x, len(x), a, c, 1e-6) }},
+		{"rmsNorm", func(out, x, a, _ []float32) { copy(out, x); rmsNormRows(out, len(out), a, 1e-6) }},
+	}
+	for _, scale := range []float64{1, 30} {
+		for _, x := range kernelInputs(r, scale) {
+			a, c := make([]float32, len(x)), make([]float32, len(x))
+			for i := range a {
+				a[i], c[i] = float32(r.NormFloat64()*0.2), float32(r.NormFloat64()*0.2)
+			}
+			for _, k := range kernels {
+				got, want := make([]float32, len(x)), make([]float32, len(x))
+				k.f(got, x, a, c)
+				portable(t, func() { k.f(want, x, a, c) })
+				sameBits32(t, k.name, x, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkRowKernels times each row kernel on the step's shapes with the
+// vector kernels and with the portable loops, in the same run: softmax on
+// a 32x130 self-attention score block, GELU on a 32x4096 FFN block, the
+// LayerNorms on 32x1024 rows, RMSNorm on q's 32x3072 block of q,k,v.
+func BenchmarkRowKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	fill := func(n int, scale float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * scale)
+		}
+		return v
+	}
+	x, out, a, c := fill(32*1024, 1), make([]float32, 32*1024), fill(1024, 0.2), fill(1024, 0.2)
+	qkv, g := fill(32*9216, 1), fill(3072, 0.2)
+	scores, ff := fill(32*130, 3), fill(32*4096, 1)
+	kernels := []struct {
+		name   string
+		values int
+		f      func()
+	}{
+		{"softmax", len(scores), func() { softmaxRows(scores, 32, 130) }},
+		{"gelu", len(ff), func() { geluInPlace(ff) }},
+		{"layerNormModulate", len(x), func() { layerNormModulate(out, x, 1024, a, c, 1e-6) }},
+		{"layerNormAffine", len(x), func() { layerNormAffine(out, x, 1024, a, c, 1e-6) }},
+		{"rmsNormStrided", 32 * 3072, func() { rmsNormStrided(qkv, 32, 3072, 9216, 0, g, 1e-6) }},
+	}
+	for _, k := range kernels {
+		for _, vec := range []bool{true, false} {
+			name := k.name + "/vector"
+			if !vec {
+				name = k.name + "/portable"
+			}
+			b.Run(name, func(b *testing.B) {
+				if !hasAVX2 {
+					b.Skip("no AVX2")
+				}
+				hasAVX2 = vec
+				defer func() { hasAVX2 = true }()
+				for b.Loop() {
+					k.f()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k.values), "ns/value")
+			})
+		}
+	}
+}
