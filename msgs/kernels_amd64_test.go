@@ -84,7 +84,10 @@ func TestF16ToF32F16CAllValues(t *testing.T) {
 		blk := make([]byte, 2*128)
 		for p := range 128 {
 			for i := range 128 {
-				binary.LittleEndian.PutUint16(blk[2*i:], 0x3c00+uint16(i))
+				binary.LittleEndian.PutUint16(blk[2*i:], uint16(finite16Patterns[(i+p)%len(finite16Patterns)]))
+			}
+			if f16ToF32F16C(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("nt %v: finite values (phase %d) flagged", nt, p)
 			}
 			binary.LittleEndian.PutUint16(blk[2*p:], 0xfc00)
 			if !f16ToF32F16C(&dst[0], &blk[0], 128, nt) {
@@ -165,7 +168,12 @@ func TestF32ToF16F16CSweep(t *testing.T) {
 	blk := make([]byte, 4*128)
 	for p := range 128 {
 		for i := range 128 {
-			binary.LittleEndian.PutUint32(blk[4*i:], 0x3f800000+uint32(i))
+			binary.LittleEndian.PutUint32(blk[4*i:], finite32Patterns[(i+p)%len(finite32Patterns)])
+		}
+		for _, nt := range []bool{false, true} {
+			if f32ToF16F16C(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("nt %v: finite values (phase %d) flagged", nt, p)
+			}
 		}
 		binary.LittleEndian.PutUint32(blk[4*p:], 0x7f800001)
 		for _, nt := range []bool{false, true} {
@@ -211,6 +219,55 @@ func TestNonTemporalThreshold(t *testing.T) {
 				}
 				vals[n-5] = op.bad[0]
 				decodeInto(t, &k, op.wire, op.out16, vals, dstOff, 0)
+			}
+		}
+	}
+}
+
+// TestCopyCheckNT checks the non-temporal copy kernels directly: the copy
+// is exact, finite values (the extremes included, in every lane) are not
+// flagged, and one value with an all-ones exponent at any position of
+// three 256-byte iterations is.
+func TestCopyCheckNT(t *testing.T) {
+	requireAVX2F16C(t)
+	for _, k := range []struct {
+		name        string
+		fn          func(dst, src *byte, n int) bool
+		width       int
+		finite, bad []uint32
+	}{
+		{"copyCheck32NT", copyCheck32NT, 4, finite32Patterns, bad32Patterns},
+		{"copyCheck16NT", copyCheck16NT, 2, finite16Patterns, bad16Patterns},
+	} {
+		const n = 3 * 256
+		put := func(b []byte, i int, v uint32) {
+			if k.width == 4 {
+				binary.LittleEndian.PutUint32(b[4*i:], v)
+			} else {
+				binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+			}
+		}
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(&alignedF32(n / 4)[0])), n)
+		for p := range n / k.width {
+			for _, srcOff := range []int{0, 1} {
+				src := make([]byte, n+1)[srcOff:][:n]
+				for i := range n / k.width {
+					put(src, i, k.finite[(i+p)%len(k.finite)])
+				}
+				clear(dst)
+				if k.fn(&dst[0], &src[0], n) {
+					t.Fatalf("%s: finite values (phase %d) flagged", k.name, p)
+				}
+				if string(dst) != string(src) {
+					t.Fatalf("%s: copy differs", k.name)
+				}
+				put(src, p, k.bad[p%len(k.bad)])
+				if !k.fn(&dst[0], &src[0], n) {
+					t.Fatalf("%s: %#x at element %d not flagged", k.name, k.bad[p%len(k.bad)], p)
+				}
+				if string(dst) != string(src) {
+					t.Fatalf("%s: copy differs", k.name)
+				}
 			}
 		}
 	}
