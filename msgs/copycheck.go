@@ -46,22 +46,13 @@ func f32ToF16NormalGo(dst *uint16, src *uint32, n int) bool {
 	return special
 }
 
-// ntMinBytes is the output size from which the receive kernels store with
-// non-temporal stores (when the CPU has them): 4 MiB. Such stores bypass
-// the caches, which pays off only for data that would not stay there for
-// its consumer anyway: a 36 MB key or value tensor of the released
-// contract is larger than any core's L2 and than the L3 a core shares on
-// most machines, and the backend reads it after the other tensors have
-// been written. A tensor under 4 MiB (the 2 MB text context) fits in L2 or
-// L3, where the CPU backend's BindChunk reads it right after the decode;
-// non-temporal stores would send it to DRAM and make that read a miss.
-const ntMinBytes = 4 << 20
-
 // kernels is one set of receive kernels. The block kernels are always
 // there (SSE2 on amd64, Go elsewhere); the non-temporal copies and the
-// exact conversions are nil unless the CPU has AVX2 and F16C. A set is a
-// value chosen once for the machine (hostKernels), and the tests run
-// every set on the same inputs.
+// exact conversions are nil unless the CPU has AVX2 and F16C. The sets
+// (goKernels; sse2Kernels and avx2Kernels on amd64) are package-level
+// values that are never written: one is chosen for the machine when the
+// package is initialised (hostKernels), and the tests run every set on
+// the same inputs, changing only copies of them.
 type kernels struct {
 	name string
 
@@ -85,7 +76,7 @@ type kernels struct {
 	f16ToF32 func(dst *float32, src *byte, n int, nt bool) bool
 	f32ToF16 func(dst *uint16, src *byte, n int, nt bool) bool
 	// ntMin is the output size in bytes from which the non-temporal
-	// kernels are used (ntMinBytes; the tests lower it).
+	// kernels are used (ntMinBytes on amd64; the tests lower it).
 	ntMin int
 }
 

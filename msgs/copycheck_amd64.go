@@ -56,6 +56,17 @@ func f16ToF32F16C(dst *float32, src *byte, n int, nt bool) bool
 //go:noescape
 func f32ToF16F16C(dst *uint16, src *byte, n int, nt bool) bool
 
+// ntMinBytes is the output size from which the receive kernels store with
+// non-temporal stores (AVX2): 4 MiB. Such stores bypass
+// the caches, which pays off only for data that would not stay there for
+// its consumer anyway: a 36 MB key or value tensor of the released
+// contract is larger than any core's L2 and than the L3 a core shares on
+// most machines, and the backend reads it after the other tensors have
+// been written. A tensor under 4 MiB (the 2 MB text context) fits in L2 or
+// L3, where the CPU backend's BindChunk reads it right after the decode;
+// non-temporal stores would send it to DRAM and make that read a miss.
+const ntMinBytes = 4 << 20
+
 // sse2Kernels is the amd64 baseline: every amd64 CPU has SSE2.
 var sse2Kernels = kernels{
 	name:           "sse2",

@@ -272,3 +272,51 @@ func TestCopyCheckNT(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKernelSets decodes one full-size key tensor (30x1x98x3072
+// values; 36 MB as float32) with the SSE2 set and with the AVX2 set on
+// the same machine, in each direction, values all normal with a zero
+// every 1000 (which sends the SSE2 conversions' blocks to the per-value
+// path):
+//
+//	go test -run '^$' -bench 'KernelSets' -benchtime 20x ./msgs/
+func BenchmarkKernelSets(b *testing.B) {
+	if !hasAVX2F16C() {
+		b.Skip("this CPU has no AVX2 and F16C")
+	}
+	const n = 30 * 98 * 3072
+	f32 := make([]byte, 4*n)
+	f16 := make([]byte, 2*n)
+	for i := range n {
+		x := float32(i%1000) * 0.001
+		binary.LittleEndian.PutUint32(f32[4*i:], math.Float32bits(x))
+		binary.LittleEndian.PutUint16(f16[2*i:], float16.Fromfloat32(x).Bits())
+	}
+	d32, d16 := make([]float32, n), make([]uint16, n)
+	for i := range n {
+		d32[i], d16[i] = 1, 1 // the pages are mapped before the timing starts
+	}
+	shape := []uint32{30, 1, 98, 3072}
+	for _, op := range decodeOps {
+		tn := Tensor{Shape: shape, DType: op.wire, Data: f32}
+		if op.wire == DTypeFloat16 {
+			tn.Data = f16
+		}
+		for _, k := range []kernels{sse2Kernels, avx2Kernels} {
+			b.Run(op.name+"/"+k.name, func(b *testing.B) {
+				b.SetBytes(int64(len(tn.Data)))
+				for b.Loop() {
+					var i int
+					if op.out16 {
+						i, _, _ = tn.decodeF16Checked(d16, &k)
+					} else {
+						i, _, _ = tn.decodeF32Checked(d32, &k)
+					}
+					if i >= 0 {
+						b.Fatal(i)
+					}
+				}
+			})
+		}
+	}
+}
