@@ -283,3 +283,53 @@ func TestF16ToF32Reference(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeCheckedHostile: a tensor that disagrees with itself or with
+// the destination is an error naming what was wrong and what was
+// expected, with every kernel set and both methods, and the destination
+// is not written.
+func TestDecodeCheckedHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tn   Tensor
+		dst  int
+		want string
+	}{
+		{"short destination", Tensor{Shape: []uint32{3}, DType: DTypeFloat32, Data: make([]byte, 12)}, 2,
+			"msgs: Tensor: destination has 2 elements, shape [3] has 3"},
+		{"long destination", Tensor{Shape: []uint32{3}, DType: DTypeFloat16, Data: make([]byte, 6)}, 4,
+			"msgs: Tensor: destination has 4 elements, shape [3] has 3"},
+		{"truncated payload", Tensor{Shape: []uint32{3}, DType: DTypeFloat32, Data: make([]byte, 8)}, 3,
+			"msgs: Tensor: shape [3] needs 12 bytes of float32, got 8"},
+		{"odd float16 payload", Tensor{Shape: []uint32{2}, DType: DTypeFloat16, Data: make([]byte, 5)}, 2,
+			"msgs: Tensor: shape [2] needs 4 bytes of float16, got 5"},
+		{"payload longer than the shape", Tensor{Shape: []uint32{2}, DType: DTypeFloat16, Data: make([]byte, 1<<16)}, 2,
+			"msgs: Tensor: shape [2] needs 4 bytes of float16, got 65536"},
+		{"unknown dtype", Tensor{Shape: []uint32{2}, DType: 7, Data: make([]byte, 8)}, 2,
+			"msgs: Tensor: dtype 7 is not DTYPE_FLOAT32 (0) or DTYPE_FLOAT16 (1)"},
+		{"shape beyond int", Tensor{Shape: []uint32{1 << 31, 1 << 31, 1 << 31}, DType: DTypeFloat32, Data: make([]byte, 8)}, 2,
+			"msgs: Tensor: shape [2147483648 2147483648 2147483648] has more than 9223372036854775807 elements"},
+	} {
+		for _, k := range testKernelSets(t) {
+			d32, d16 := make([]float32, tc.dst), make([]uint16, tc.dst)
+			for i := range d32 {
+				d32[i], d16[i] = 7, 7
+			}
+			i32, _, err32 := tc.tn.decodeF32Checked(d32, &k)
+			i16, _, err16 := tc.tn.decodeF16Checked(d16, &k)
+			for _, err := range []error{err32, err16} {
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("%s, %s: error %v, want %q", tc.name, k.name, err, tc.want)
+				}
+			}
+			if i32 != -1 || i16 != -1 {
+				t.Errorf("%s, %s: indexes %d, %d with an error, want -1", tc.name, k.name, i32, i16)
+			}
+			for i := range d32 {
+				if d32[i] != 7 || d16[i] != 7 {
+					t.Fatalf("%s, %s: destination written before the error", tc.name, k.name)
+				}
+			}
+		}
+	}
+}
