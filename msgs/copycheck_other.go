@@ -17,3 +17,7 @@ func f16ToF32Normal(dst *float32, src *uint16, n int) bool { return f16ToF32Norm
 // as if every result were normal or an overflow, and reports whether one
 // is not.
 func f32ToF16Normal(dst *uint16, src *uint32, n int) bool { return f32ToF16NormalGo(dst, src, n) }
+
+// hostKernels is the set the Tensor methods use: the portable one. It is
+// never written after initialisation (see copycheck_amd64.go).
+var hostKernels = goKernels

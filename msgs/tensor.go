@@ -173,18 +173,24 @@ func (t Tensor) String() string {
 }
 
 // checkBlock is the number of bytes DecodeF32Checked and DecodeF16Checked
-// copy and check at a time; a block that holds a non-finite value is then
-// scanned for its index, from the cache.
+// copy and check at a time when a tensor is below the non-temporal size
+// or the CPU has no such kernel; a block that holds a non-finite value is
+// then scanned for its index, from the cache.
 const checkBlock = 64 << 10
 
 // DecodeF32Checked writes the tensor's elements as float32 into dst, which
 // must have exactly NumElements elements, and checks every element in the
 // same pass over the data: it stops at the first NaN or infinity and
 // returns its index and value, or -1 when every element is finite. From a
-// reported index on, dst holds unspecified values. A float32 tensor is
-// copied block by block and each block checked while it is in cache; a
-// float16 tensor is converted and checked element by element.
+// reported index on, dst holds unspecified values. On amd64 with AVX2 and
+// F16C, a tensor of 4 MiB or more (as float32) is copied or converted in
+// one pass with non-temporal stores, which leave it out of the caches.
 func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
+	return t.decodeF32Checked(dst, &hostKernels)
+}
+
+// decodeF32Checked is DecodeF32Checked with the kernel set k.
+func (t Tensor) decodeF32Checked(dst []float32, k *kernels) (int, float32, error) {
 	n, err := t.checkedDst(len(dst))
 	if err != nil {
 		return -1, 0, err
@@ -200,65 +206,32 @@ func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
 			}
 			return -1, 0, nil
 		}
-		out := f32Bytes(dst)
-		for lo := 0; lo < len(out); lo += checkBlock {
-			hi := min(lo+checkBlock, len(out))
-			if !copyChecked32(out[lo:hi], t.Data[lo:hi]) {
-				continue
-			}
-			if i := firstNonFinite32(dst[lo/4 : hi/4]); i >= 0 {
-				return lo/4 + i, dst[lo/4+i], nil
-			}
+		if i := k.copy32(dst, t.Data); i >= 0 {
+			return i, math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:])), nil
 		}
 	case DTypeFloat16:
-		src := halves(t.Data[:2*n])
-		dst = dst[:len(src)]
-		// Blocks of values that are all normal convert without a branch
-		// per value; a block with another one is done again below.
-		const block = 512
-		for lo := 0; lo+block <= len(src); lo += block {
-			if !f16ToF32Normal(&dst[lo], &src[lo], block) {
-				continue
-			}
-			if i, v := f16ToF32Checked(dst[lo:lo+block], src[lo:lo+block]); i >= 0 {
-				return lo + i, v, nil
-			}
-		}
-		tail := len(src) / block * block
-		if i, v := f16ToF32Checked(dst[tail:], src[tail:]); i >= 0 {
-			return tail + i, v, nil
+		if i := k.f16ToF32Checked(dst[:n], t.Data); i >= 0 {
+			return i, f16ToF32(binary.LittleEndian.Uint16(t.Data[2*i:])), nil
 		}
 	}
 	return -1, 0, nil
-}
-
-// f16ToF32Checked converts src into dst (of its length) and returns the
-// index and value of the first NaN or infinity, or -1.
-func f16ToF32Checked(dst []float32, src []uint16) (int, float32) {
-	dst = dst[:len(src)]
-	for i, h := range src {
-		if e := h & 0x7c00; e != 0 && e != 0x7c00 {
-			// Normal: rebias the exponent from 15 to 127.
-			dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | (uint32(h&0x7fff)<<13 + (127-15)<<23))
-			continue
-		}
-		dst[i] = f16ToF32(h)
-		if h&0x7c00 == 0x7c00 {
-			return i, dst[i]
-		}
-	}
-	return -1, 0
 }
 
 // DecodeF16Checked writes the tensor's elements as IEEE 754 binary16 bit
 // patterns into dst, which must have exactly NumElements elements, and
 // checks every element in the same pass, as DecodeF32Checked does: it
 // returns the index and value of the first NaN or infinity of the
-// tensor's own values, or -1. A float16 tensor is copied and checked block
-// by block; a float32 one is converted rounding to nearest even, so a
-// finite value beyond the binary16 range becomes an infinity, as a cast
-// does (it is not reported: the check is on the values as sent).
+// tensor's own values, or -1. A float16 tensor is copied; a float32 one is
+// converted rounding to nearest even, so a finite value beyond the
+// binary16 range becomes an infinity, as a cast does (it is not reported:
+// the check is on the values as sent). Non-temporal stores are used as in
+// DecodeF32Checked, from 4 MiB of binary16 output.
 func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
+	return t.decodeF16Checked(dst, &hostKernels)
+}
+
+// decodeF16Checked is DecodeF16Checked with the kernel set k.
+func (t Tensor) decodeF16Checked(dst []uint16, k *kernels) (int, float32, error) {
 	n, err := t.checkedDst(len(dst))
 	if err != nil {
 		return -1, 0, err
@@ -275,61 +248,26 @@ func (t Tensor) DecodeF16Checked(dst []uint16) (int, float32, error) {
 			}
 			return -1, 0, nil
 		}
-		out := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 2*len(dst))
-		for lo := 0; lo < len(out); lo += checkBlock {
-			hi := min(lo+checkBlock, len(out))
-			if !copyChecked16(out[lo:hi], src[lo:hi]) {
-				continue
-			}
-			if i := firstNonFinite16(dst[lo/2 : hi/2]); i >= 0 {
-				return lo/2 + i, f16ToF32(dst[lo/2+i]), nil
-			}
+		if i := k.copy16(dst, src); i >= 0 {
+			return i, f16ToF32(binary.LittleEndian.Uint16(src[2*i:])), nil
 		}
 	case DTypeFloat32:
 		src := t.Data[:4*n]
-		if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%4 == 0 {
-			w := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(src))), n)
-			dst = dst[:len(w)]
-			// Blocks whose results are all normal convert without a
-			// branch per value; a block with another one is done again.
-			const block = 512
-			for lo := 0; lo+block <= len(w); lo += block {
-				if !f32ToF16Normal(&dst[lo], &w[lo], block) {
-					continue
+		if !hostLittleEndian() {
+			for i := range dst {
+				v := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+				if !finite32(v) {
+					return i, v, nil
 				}
-				if i, v := f32ToF16Checked(dst[lo:lo+block], w[lo:lo+block]); i >= 0 {
-					return lo + i, v, nil
-				}
-			}
-			tail := len(w) / block * block
-			if i, v := f32ToF16Checked(dst[tail:], w[tail:]); i >= 0 {
-				return tail + i, v, nil
+				dst[i] = f32ToF16(v)
 			}
 			return -1, 0, nil
 		}
-		for i := range dst {
-			v := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-			if !finite32(v) {
-				return i, v, nil
-			}
-			dst[i] = f32ToF16(v)
+		if i := k.f32ToF16Checked(dst, src); i >= 0 {
+			return i, math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])), nil
 		}
 	}
 	return -1, 0, nil
-}
-
-// f32ToF16Checked converts the float32 bits of src into dst (of its
-// length) and returns the index and value of the first NaN or infinity, or
-// -1.
-func f32ToF16Checked(dst []uint16, src []uint32) (int, float32) {
-	dst = dst[:len(src)]
-	for i, b := range src {
-		if b&0x7f800000 == 0x7f800000 {
-			return i, math.Float32frombits(b)
-		}
-		dst[i] = f32BitsToF16(b)
-	}
-	return -1, 0
 }
 
 // f32BitsToF16 is f32ToF16 of the float32 with bits b, with a fast path
@@ -343,36 +281,6 @@ func f32BitsToF16(b uint32) uint16 {
 		return uint16(b>>16)&0x8000 | uint16((abs-0x38000000+0xfff+(abs>>13)&1)>>13)
 	}
 	return f32ToF16(math.Float32frombits(b))
-}
-
-// copyChecked32 copies src into dst (of the same length, a multiple of 4)
-// and reports whether a NaN or infinite float32 may be among the bytes
-// (true sends the caller to the exact scan).
-func copyChecked32(dst, src []byte) bool {
-	whole := len(src) &^ 63
-	bad := false
-	if whole > 0 {
-		bad = copyCheck32(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
-	}
-	if whole < len(src) {
-		copy(dst[whole:], src[whole:])
-		bad = bad || firstNonFiniteBytes32(src[whole:]) >= 0
-	}
-	return bad
-}
-
-// copyChecked16 is copyChecked32 for binary16 values.
-func copyChecked16(dst, src []byte) bool {
-	whole := len(src) &^ 63
-	bad := false
-	if whole > 0 {
-		bad = copyCheck16(unsafe.SliceData(dst), unsafe.SliceData(src), whole)
-	}
-	for i := whole; i+1 < len(src); i += 2 {
-		dst[i], dst[i+1] = src[i], src[i+1]
-		bad = bad || src[i+1]&0x7c == 0x7c
-	}
-	return bad
 }
 
 // firstNonFiniteBytes32 is firstNonFinite32 over little-endian bytes,
