@@ -394,6 +394,9 @@ func (b *Backend) rope(m []float32, lo, hi, ld, off int) {
 		cs, sn := b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half]
 		r := (s - lo) * ld
 		row := m[r+off : r+off+cfg.attn()]
+		if ropeVector(row, cfg.NumHeads, cfg.HeadDim, cs, sn) {
+			continue
+		}
 		for h := 0; h < cfg.NumHeads; h++ {
 			hd := row[h*cfg.HeadDim : (h+1)*cfg.HeadDim]
 			for j := 0; j < half; j++ {

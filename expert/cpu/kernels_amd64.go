@@ -133,3 +133,18 @@ func mulScaleVector(x []float32, s float32, g []float32) int {
 	mulScaleAVX2(&x[0], n, s, &g[0])
 	return n
 }
+
+//go:noescape
+func ropeAVX2(row *float32, heads, dh int, cs, sn *float64)
+
+// ropeVector rotates the heads dh-wide blocks of row by the position's
+// tables cs and sn (dh/2 each) and reports whether it did: only when the
+// CPU has AVX2 and dh is a multiple of 4.
+func ropeVector(row []float32, heads, dh int, cs, sn []float64) bool {
+	if !hasAVX2 || dh%4 != 0 || heads <= 0 {
+		return false
+	}
+	_, _, _ = row[heads*dh-1], cs[dh/2-1], sn[dh/2-1]
+	ropeAVX2(&row[0], heads, dh, &cs[0], &sn[0])
+	return true
+}

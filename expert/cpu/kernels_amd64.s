@@ -272,3 +272,50 @@ msloop:
 msdone:
 	VZEROUPPER
 	RET
+
+// func ropeAVX2(row *float32, heads, dh int, cs, sn *float64)
+//
+// Rotates each of the heads dh-wide blocks of row (dh a multiple of 4)
+// pair by pair: (x0, x1) at (2j, 2j+1) becomes (x0·cs[j] − x1·sn[j],
+// x0·sn[j] + x1·cs[j]), in float64, rounded to float32; two pairs at a
+// time, the odd lane's sum as t2 + t1 and the even lane's difference as
+// t1 − t2, the order the portable loop computes them in.
+TEXT ·ropeAVX2(SB), NOSPLIT, $0-40
+	MOVQ row+0(FP), SI
+	MOVQ heads+8(FP), CX
+	MOVQ dh+16(FP), DX
+	MOVQ cs+24(FP), R9
+	MOVQ sn+32(FP), R10
+
+rhead:
+	TESTQ CX, CX
+	JZ   rdone
+	XORQ AX, AX               // element index within the head
+
+rpair:
+	CMPQ AX, DX
+	JAE  rnext
+	VCVTPS2PD (SI)(AX*4), Y0  // x0a x1a x0b x1b
+	MOVQ AX, R8
+	SHRQ $1, R8               // pair index j
+	VMOVUPD (R9)(R8*8), X1
+	VPERMPD $0x50, Y1, Y1     // cs[j] cs[j] cs[j+1] cs[j+1]
+	VMOVUPD (R10)(R8*8), X2
+	VPERMPD $0x50, Y2, Y2     // sn
+	VPERMILPD $0x5, Y0, Y3    // x1a x0a x1b x0b
+	VMULPD Y1, Y0, Y4         // t1 = x·cs
+	VMULPD Y2, Y3, Y5         // t2 = swapped x·sn
+	VADDSUBPD Y5, Y4, Y4      // t1 − t2, t1 + t2, …
+	VCVTPD2PSY Y4, X4
+	VMOVUPS X4, (SI)(AX*4)
+	ADDQ $4, AX
+	JMP  rpair
+
+rnext:
+	LEAQ (SI)(DX*4), SI
+	DECQ CX
+	JMP  rhead
+
+rdone:
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -138,7 +139,8 @@ func TestRowKernelsMatchPortable(t *testing.T) {
 // BenchmarkRowKernels times each row kernel on the step's shapes with the
 // vector kernels and with the portable loops, in the same run: softmax on
 // a 32x130 self-attention score block, GELU on a 32x4096 FFN block, the
-// LayerNorms on 32x1024 rows, RMSNorm on q's 32x3072 block of q,k,v.
+// LayerNorms on 32x1024 rows, RMSNorm and RoPE on q's 32x3072 block of
+// q,k,v.
 func BenchmarkRowKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	fill := func(n int, scale float64) []float32 {
@@ -151,6 +153,8 @@ func BenchmarkRowKernels(b *testing.B) {
 	x, out, a, c := fill(32*1024, 1), make([]float32, 32*1024), fill(1024, 0.2), fill(1024, 0.2)
 	qkv, g := fill(32*9216, 1), fill(3072, 0.2)
 	scores, ff := fill(32*130, 3), fill(32*4096, 1)
+	be := &Backend{cfg: FullConfig()}
+	be.ropeCos, be.ropeSin = ropeTables(32, be.cfg.HeadDim)
 	kernels := []struct {
 		name   string
 		values int
@@ -161,6 +165,7 @@ func BenchmarkRowKernels(b *testing.B) {
 		{"layerNormModulate", len(x), func() { layerNormModulate(out, x, 1024, a, c, 1e-6) }},
 		{"layerNormAffine", len(x), func() { layerNormAffine(out, x, 1024, a, c, 1e-6) }},
 		{"rmsNormStrided", 32 * 3072, func() { rmsNormStrided(qkv, 32, 3072, 9216, 0, g, 1e-6) }},
+		{"rope", 32 * 3072, func() { be.rope(qkv, 0, 32, 9216, 0) }},
 	}
 	for _, k := range kernels {
 		for _, vec := range []bool{true, false} {
@@ -179,6 +184,35 @@ func BenchmarkRowKernels(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k.values), "ns/value")
 			})
+		}
+	}
+}
+
+// TestRopeMatchesPortable holds the AVX2 rotation to the portable loop bit
+// for bit for several head widths and counts, rows at positions 0..40
+// (row stride wider than the rotated block, at an offset), with special
+// values among normal ones.
+func TestRopeMatchesPortable(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, dh := range []int{4, 8, 16, 128} {
+		for heads := 1; heads <= 3; heads++ {
+			be := &Backend{cfg: Config{NumHeads: heads, HeadDim: dh}}
+			be.ropeCos, be.ropeSin = ropeTables(41, dh)
+			A, ld, off := heads*dh, 3*heads*dh, heads*dh
+			m := make([]float32, 41*ld)
+			for i := range m {
+				m[i] = float32(r.NormFloat64() * 3)
+				if r.IntN(50) == 0 {
+					m[i] = specials32[r.IntN(len(specials32))]
+				}
+			}
+			got, want := slices.Clone(m), slices.Clone(m)
+			be.rope(got, 0, 41, ld, off)
+			portable(t, func() { be.rope(want, 0, 41, ld, off) })
+			sameBits32(t, fmt.Sprintf("rope dh %d heads %d (A %d)", dh, heads, A), m, got, want)
+			if slices.Equal(got, m) {
+				t.Fatalf("rope dh %d heads %d: nothing rotated", dh, heads)
+			}
 		}
 	}
 }

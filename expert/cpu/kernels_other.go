@@ -12,4 +12,5 @@ func laneSumsVector(x []float32, mu float64, out *[4]float64, sq bool) int { ret
 func normAffineVector(o, x []float32, mu, inv float64, a, c []float32, addOne bool) int {
 	return 0
 }
-func mulScaleVector(x []float32, s float32, g []float32) int { return 0 }
+func mulScaleVector(x []float32, s float32, g []float32) int         { return 0 }
+func ropeVector(row []float32, heads, dh int, cs, sn []float64) bool { return false }
