@@ -19,17 +19,17 @@ type vecConsts struct {
 	geluA, geluC                       splat
 }
 
-func fill(v float64) splat     { return splat{v, v, v, v} }
-func fillInt(v int64) splatInt { return splatInt{v, v, v, v} }
+func splatOf(v float64) splat     { return splat{v, v, v, v} }
+func splatIntOf(v int64) splatInt { return splatInt{v, v, v, v} }
 
 // vk holds the kernels' constants. It is set once and only read.
 var vk = vecConsts{
-	log2e64: fill(64 * expLog2e), round52: fill(expRound52),
-	ln2Hi64: fill(expLn2Hi / 64), ln2Lo64: fill(expLn2Lo / 64),
-	c120: fill(1.0 / 120), c24: fill(1.0 / 24), c6: fill(1.0 / 6), c2: fill(1.0 / 2), one: fill(1),
-	lo: fill(-708), hi: fill(709),
-	mask: fillInt(63), bias: fillInt(1023 * 64),
-	geluA: fill(geluCubic), geluC: fill(geluScale),
+	log2e64: splatOf(64 * expLog2e), round52: splatOf(expRound52),
+	ln2Hi64: splatOf(expLn2Hi / 64), ln2Lo64: splatOf(expLn2Lo / 64),
+	c120: splatOf(1.0 / 120), c24: splatOf(1.0 / 24), c6: splatOf(1.0 / 6), c2: splatOf(1.0 / 2), one: splatOf(1),
+	lo: splatOf(-708), hi: splatOf(709),
+	mask: splatIntOf(63), bias: splatIntOf(1023 * 64),
+	geluA: splatOf(geluCubic), geluC: splatOf(geluScale),
 }
 
 // hasAVX2 reports whether the vector kernels may run; fixed at start-up,

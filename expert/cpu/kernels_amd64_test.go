@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // portable runs f with the vector kernels switched off, so a test can
@@ -214,5 +215,32 @@ func TestRopeMatchesPortable(t *testing.T) {
 				t.Fatalf("rope dh %d heads %d: nothing rotated", dh, heads)
 			}
 		}
+	}
+}
+
+// TestVecConstsLayout checks vecConsts against the offsets kernels_amd64.s
+// reads its constants at (C_LOG2E … C_GELUC): a field moved or added in
+// one and not the other would feed a kernel the wrong constant.
+func TestVecConstsLayout(t *testing.T) {
+	var k vecConsts
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"log2e64", unsafe.Offsetof(k.log2e64), 0}, {"round52", unsafe.Offsetof(k.round52), 32},
+		{"ln2Hi64", unsafe.Offsetof(k.ln2Hi64), 64}, {"ln2Lo64", unsafe.Offsetof(k.ln2Lo64), 96},
+		{"c120", unsafe.Offsetof(k.c120), 128}, {"c24", unsafe.Offsetof(k.c24), 160},
+		{"c6", unsafe.Offsetof(k.c6), 192}, {"c2", unsafe.Offsetof(k.c2), 224},
+		{"one", unsafe.Offsetof(k.one), 256}, {"lo", unsafe.Offsetof(k.lo), 288},
+		{"hi", unsafe.Offsetof(k.hi), 320}, {"mask", unsafe.Offsetof(k.mask), 352},
+		{"bias", unsafe.Offsetof(k.bias), 384}, {"geluA", unsafe.Offsetof(k.geluA), 416},
+		{"geluC", unsafe.Offsetof(k.geluC), 448},
+	} {
+		if c.got != c.want {
+			t.Errorf("vecConsts.%s at byte %d, kernels_amd64.s reads it at %d", c.name, c.got, c.want)
+		}
+	}
+	if unsafe.Sizeof(k) != 480 {
+		t.Errorf("vecConsts is %d bytes, want 480 (15 constants of 32)", unsafe.Sizeof(k))
 	}
 }
