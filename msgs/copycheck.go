@@ -8,10 +8,15 @@ import (
 
 // copyCheckGo32 is the portable copyCheck32: a copy, then the check of
 // the copied bytes from the cache, two values per 64-bit word (dst is
-// 8-byte aligned where it matters; see firstNonFinite32).
+// 8-byte aligned where it matters; see firstNonFinite32). On a
+// big-endian host the bytes are read as the little-endian values they
+// are, one at a time (the Tensor methods do not call it there).
 func copyCheckGo32(dst, src *byte, n int) bool {
 	d := unsafe.Slice(dst, n)
 	copy(d, unsafe.Slice(src, n))
+	if !hostLittleEndian() {
+		return firstNonFiniteBytes32(d) >= 0
+	}
 	return firstNonFinite32(unsafe.Slice((*float32)(unsafe.Pointer(dst)), n/4)) >= 0
 }
 
@@ -19,6 +24,14 @@ func copyCheckGo32(dst, src *byte, n int) bool {
 func copyCheckGo16(dst, src *byte, n int) bool {
 	d := unsafe.Slice(dst, n)
 	copy(d, unsafe.Slice(src, n))
+	if !hostLittleEndian() {
+		for i := 1; i < len(d); i += 2 {
+			if d[i]&0x7c == 0x7c {
+				return true
+			}
+		}
+		return false
+	}
 	return firstNonFinite16(unsafe.Slice((*uint16)(unsafe.Pointer(dst)), n/2)) >= 0
 }
 
@@ -220,7 +233,15 @@ func (k *kernels) f16ToF32Checked(dst []float32, src []byte) int {
 		}
 		return firstNonFinite32(dst)
 	}
-	h := halves(src)
+	h, ok := halves(src)
+	if !ok {
+		// A big-endian host or an odd payload address: value by value
+		// from the bytes, then the index from dst.
+		if !f16BytesToF32(dst, src) {
+			return -1
+		}
+		return firstNonFinite32(dst)
+	}
 	const block = 512
 	for lo := 0; lo+block <= len(h); lo += block {
 		if !k.f16ToF32Normal(&dst[lo], &h[lo], block) {

@@ -144,12 +144,12 @@ func decodeInto(t *testing.T, k *kernels, wire uint8, out16 bool, vals []uint32,
 	if idx >= 0 {
 		end = idx
 	}
-	wantOut := make([]byte, outSize*n)
+	wantOut := make([]byte, outSize*n) // dst holds values in the host's byte order
 	for i, w := range want {
 		if outSize == 4 {
-			binary.LittleEndian.PutUint32(wantOut[4*i:], w)
+			binary.NativeEndian.PutUint32(wantOut[4*i:], w)
 		} else {
-			binary.LittleEndian.PutUint16(wantOut[2*i:], uint16(w))
+			binary.NativeEndian.PutUint16(wantOut[2*i:], uint16(w))
 		}
 	}
 	if g, w := out[:outSize*end], wantOut[:outSize*end]; string(g) != string(w) {
