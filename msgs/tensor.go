@@ -185,6 +185,7 @@ const checkBlock = 64 << 10
 // reported index on, dst holds unspecified values. On amd64 with AVX2 and
 // F16C, a tensor of 4 MiB or more (as float32) is copied or converted in
 // one pass with non-temporal stores, which leave it out of the caches.
+// On arm64 the copies and conversions use NEON, with ordinary stores.
 func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
 	return t.decodeF32Checked(dst, &hostKernels)
 }
