@@ -193,8 +193,10 @@ var decodeOps = []decodeOp{
 
 // TestKernelSetsLengthsAlignments runs every set and every decode on
 // finite data of the lengths around the kernels' strides (the 64-byte
-// SSE2 block, the 256-byte AVX2 iteration, the 64-value F16C iteration,
-// the 512-value conversion block), with every element-aligned head
+// SSE2 and NEON copy iteration, the 256-byte AVX2 iteration, the 32-value
+// NEON and 64-value F16C conversion iterations, the 64-value multiple the
+// exact conversions are called with, the 512-value conversion block),
+// with every element-aligned head
 // misalignment of the destination from 0 to 31 bytes and several of the
 // payload, and with a NaN as the last value.
 func TestKernelSetsLengthsAlignments(t *testing.T) {
@@ -220,7 +222,7 @@ func TestKernelSetsLengthsAlignments(t *testing.T) {
 
 // TestKernelSetsFirstNonFinite places each non-finite pattern at every
 // position of a stretch of two 256-byte AVX2 iterations (two to four
-// 64-value F16C ones) and more, with a later NaN
+// 64-value F16C ones, eight or more NEON ones) and more, with a later NaN
 // that must not win, over every destination misalignment, the finite
 // patterns cycling through every position around it.
 func TestKernelSetsFirstNonFinite(t *testing.T) {
