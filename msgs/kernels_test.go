@@ -222,7 +222,7 @@ func TestKernelSetsLengthsAlignments(t *testing.T) {
 
 // TestKernelSetsFirstNonFinite places each non-finite pattern at every
 // position of a stretch of two 256-byte AVX2 iterations (two to four
-// 64-value F16C ones, eight or more NEON ones) and more, with a later NaN
+// 64-value F16C ones, four to nine NEON ones) and more, with a later NaN
 // that must not win, over every destination misalignment, the finite
 // patterns cycling through every position around it.
 func TestKernelSetsFirstNonFinite(t *testing.T) {
