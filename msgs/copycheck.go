@@ -8,10 +8,15 @@ import (
 
 // copyCheckGo32 is the portable copyCheck32: a copy, then the check of
 // the copied bytes from the cache, two values per 64-bit word (dst is
-// 8-byte aligned where it matters; see firstNonFinite32).
+// 8-byte aligned where it matters; see firstNonFinite32). On a
+// big-endian host the bytes are read as the little-endian values they
+// are, one at a time (the Tensor methods do not call it there).
 func copyCheckGo32(dst, src *byte, n int) bool {
 	d := unsafe.Slice(dst, n)
 	copy(d, unsafe.Slice(src, n))
+	if !hostLittleEndian() {
+		return firstNonFiniteBytes32(d) >= 0
+	}
 	return firstNonFinite32(unsafe.Slice((*float32)(unsafe.Pointer(dst)), n/4)) >= 0
 }
 
@@ -19,6 +24,14 @@ func copyCheckGo32(dst, src *byte, n int) bool {
 func copyCheckGo16(dst, src *byte, n int) bool {
 	d := unsafe.Slice(dst, n)
 	copy(d, unsafe.Slice(src, n))
+	if !hostLittleEndian() {
+		for i := 1; i < len(d); i += 2 {
+			if d[i]&0x7c == 0x7c {
+				return true
+			}
+		}
+		return false
+	}
 	return firstNonFinite16(unsafe.Slice((*uint16)(unsafe.Pointer(dst)), n/2)) >= 0
 }
 
@@ -47,12 +60,14 @@ func f32ToF16NormalGo(dst *uint16, src *uint32, n int) bool {
 }
 
 // kernels is one set of receive kernels. The block kernels are always
-// there (SSE2 on amd64, Go elsewhere); the non-temporal copies and the
-// exact conversions are nil unless the CPU has AVX2 and F16C. The sets
-// (goKernels; sse2Kernels and avx2Kernels on amd64) are package-level
-// values that are never written: one is chosen for the machine when the
-// package is initialised (hostKernels), and the tests run every set on
-// the same inputs, changing only copies of them.
+// there (SSE2 on amd64, NEON on arm64, Go elsewhere). On amd64 the
+// non-temporal copies and the exact conversions are nil unless the CPU
+// has AVX2 and F16C; on arm64 the exact conversions are NEON ones and
+// there are no non-temporal copies. The sets (goKernels; sse2Kernels and
+// avx2Kernels on amd64, neonKernels on arm64) are package-level values
+// that are never written: one is chosen for the machine when the package
+// is initialised (hostKernels), and the tests run every set on the same
+// inputs, changing only copies of them.
 type kernels struct {
 	name string
 
@@ -194,11 +209,11 @@ func (k *kernels) copyChecked16(dst, src []byte) bool {
 
 // f16ToF32 converts the little-endian binary16 bytes src into dst (of the
 // same number of elements) and returns the index of the first NaN or
-// infinity, or -1. With F16C the whole tensor is one kernel call (with
+// infinity, or -1. With F16C or NEON the whole tensor is one kernel call (with
 // non-temporal stores from ntMin bytes of output on, the unaligned head
 // and the tail in Go) and only when it reports a non-finite value is dst
 // scanned for the index: a binary16 value converts to a non-finite
-// float32 exactly when it is non-finite itself. Without F16C, blocks of
+// float32 exactly when it is non-finite itself. Without them, blocks of
 // normal values are converted without a branch per value and a block with
 // another one is converted again value by value.
 func (k *kernels) f16ToF32Checked(dst []float32, src []byte) int {
@@ -220,7 +235,15 @@ func (k *kernels) f16ToF32Checked(dst []float32, src []byte) int {
 		}
 		return firstNonFinite32(dst)
 	}
-	h := halves(src)
+	h, ok := halves(src)
+	if !ok {
+		// A big-endian host or an odd payload address: value by value
+		// from the bytes, then the index from dst.
+		if !f16BytesToF32(dst, src) {
+			return -1
+		}
+		return firstNonFinite32(dst)
+	}
 	const block = 512
 	for lo := 0; lo+block <= len(h); lo += block {
 		if !k.f16ToF32Normal(&dst[lo], &h[lo], block) {
@@ -270,10 +293,10 @@ func f16ToF32Scalar(dst []float32, src []uint16) int {
 // f32ToF16Checked converts the little-endian float32 bytes src into dst
 // (of the same number of elements), rounding to nearest even, and returns
 // the index of the first NaN or infinity among the float32 values, or -1.
-// With F16C the whole tensor is one kernel call, as in f16ToF32Checked,
+// With F16C or NEON the whole tensor is one kernel call, as in f16ToF32Checked,
 // and only when it reports a non-finite value is src scanned for the
 // index (dst cannot tell: a finite float32 beyond the binary16 range
-// becomes an infinity). Without F16C, blocks whose results are all
+// becomes an infinity). Without them, blocks whose results are all
 // normal convert without a branch per value and a block with another one
 // is converted again value by value.
 func (k *kernels) f32ToF16Checked(dst []uint16, src []byte) int {

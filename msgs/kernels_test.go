@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -144,12 +145,12 @@ func decodeInto(t *testing.T, k *kernels, wire uint8, out16 bool, vals []uint32,
 	if idx >= 0 {
 		end = idx
 	}
-	wantOut := make([]byte, outSize*n)
+	wantOut := make([]byte, outSize*n) // dst holds values in the host's byte order
 	for i, w := range want {
 		if outSize == 4 {
-			binary.LittleEndian.PutUint32(wantOut[4*i:], w)
+			binary.NativeEndian.PutUint32(wantOut[4*i:], w)
 		} else {
-			binary.LittleEndian.PutUint16(wantOut[2*i:], uint16(w))
+			binary.NativeEndian.PutUint16(wantOut[2*i:], uint16(w))
 		}
 	}
 	if g, w := out[:outSize*end], wantOut[:outSize*end]; string(g) != string(w) {
@@ -192,8 +193,10 @@ var decodeOps = []decodeOp{
 
 // TestKernelSetsLengthsAlignments runs every set and every decode on
 // finite data of the lengths around the kernels' strides (the 64-byte
-// SSE2 block, the 256-byte AVX2 iteration, the 64-value F16C iteration,
-// the 512-value conversion block), with every element-aligned head
+// SSE2 and NEON copy iteration, the 256-byte AVX2 iteration, the 32-value
+// NEON and 64-value F16C conversion iterations, the 64-value multiple the
+// exact conversions are called with, the 512-value conversion block),
+// with every element-aligned head
 // misalignment of the destination from 0 to 31 bytes and several of the
 // payload, and with a NaN as the last value.
 func TestKernelSetsLengthsAlignments(t *testing.T) {
@@ -219,7 +222,7 @@ func TestKernelSetsLengthsAlignments(t *testing.T) {
 
 // TestKernelSetsFirstNonFinite places each non-finite pattern at every
 // position of a stretch of two 256-byte AVX2 iterations (two to four
-// 64-value F16C ones) and more, with a later NaN
+// 64-value F16C ones, four to nine NEON ones) and more, with a later NaN
 // that must not win, over every destination misalignment, the finite
 // patterns cycling through every position around it.
 func TestKernelSetsFirstNonFinite(t *testing.T) {
@@ -330,6 +333,304 @@ func TestDecodeCheckedHostile(t *testing.T) {
 					t.Fatalf("%s, %s: destination written before the error", tc.name, k.name)
 				}
 			}
+		}
+	}
+}
+
+// TestExactConversions runs checkF16ToF32AllValues and
+// checkF32ToF16Sweep on every exact conversion kernel of the sets (F16C
+// on amd64, NEON on arm64), with ordinary and non-temporal stores (the
+// NEON kernels ignore nt).
+func TestExactConversions(t *testing.T) {
+	seen := map[uintptr]bool{}
+	for _, k := range testKernelSets(t) {
+		if k.f16ToF32 == nil || seen[reflect.ValueOf(k.f16ToF32).Pointer()] {
+			continue
+		}
+		seen[reflect.ValueOf(k.f16ToF32).Pointer()] = true
+		checkF16ToF32AllValues(t, k.name+" f16ToF32", k.f16ToF32, []bool{false, true})
+		checkF32ToF16Sweep(t, k.name+" f32ToF16", k.f32ToF16, []bool{false, true})
+	}
+	if len(seen) == 0 {
+		t.Skip("no set of this machine has exact conversion kernels")
+	}
+}
+
+// TestCopyKernels runs checkCopyKernel on every copy kernel of the sets,
+// over twelve 64-byte blocks (three 256-byte iterations of the AVX2
+// kernels): the block kernels at destination offsets within 16 bytes, the
+// non-temporal ones with the destination aligned to 32 bytes, as they
+// need.
+func TestCopyKernels(t *testing.T) {
+	seen := map[uintptr]bool{}
+	for _, k := range testKernelSets(t) {
+		for _, c := range []struct {
+			name    string
+			fn      func(dst, src *byte, n int) bool
+			width   int
+			dstOffs []int
+		}{
+			{"copyCheck32", k.copyCheck32, 4, []int{0, 4, 8, 12}},
+			{"copyCheck16", k.copyCheck16, 2, []int{0, 2, 6, 14}},
+			{"copyCheck32NT", k.copyCheck32NT, 4, []int{0}},
+			{"copyCheck16NT", k.copyCheck16NT, 2, []int{0}},
+		} {
+			if c.fn == nil || seen[reflect.ValueOf(c.fn).Pointer()] {
+				continue
+			}
+			seen[reflect.ValueOf(c.fn).Pointer()] = true
+			checkCopyKernel(t, k.name+" "+c.name, c.fn, c.width, 3*256, c.dstOffs)
+		}
+	}
+}
+
+// alignedF32 returns n float32 starting on a 32-byte boundary.
+func alignedF32(n int) []float32 {
+	b := make([]float32, n+8)
+	lo := int(-uintptr(unsafe.Pointer(&b[0]))&31) / 4
+	return b[lo : lo+n]
+}
+
+// alignedU16 returns n uint16 starting on a 32-byte boundary.
+func alignedU16(n int) []uint16 {
+	b := make([]uint16, n+16)
+	lo := int(-uintptr(unsafe.Pointer(&b[0]))&31) / 2
+	return b[lo : lo+n]
+}
+
+// checkF16ToF32AllValues converts every binary16 value with the exact
+// kernel fn, once for each nt: each result equals f16ToF32's bit for bit
+// (checked against x448/float16 in TestF16ToF32Reference), except that a
+// signalling NaN comes out quiet, and a block is flagged exactly when it
+// holds an infinity or a NaN, wherever in the 64 values it is.
+func checkF16ToF32AllValues(t *testing.T, name string, fn func(dst *float32, src *byte, n int, nt bool) bool, nts []bool) {
+	t.Helper()
+	const n = 1 << 16
+	src := make([]byte, 2*n)
+	for h := range n {
+		binary.LittleEndian.PutUint16(src[2*h:], uint16(h))
+	}
+	for _, nt := range nts {
+		dst := alignedF32(n)
+		if !fn(&dst[0], &src[0], n, nt) {
+			t.Fatalf("%s, nt %v: infinities and NaNs not flagged", name, nt)
+		}
+		for h := range n {
+			want := math.Float32bits(f16ToF32(uint16(h)))
+			if h&0x7c00 == 0x7c00 && h&0x3ff != 0 {
+				want |= 0x00400000 // the quiet bit
+			}
+			if got := math.Float32bits(dst[h]); got != want {
+				t.Fatalf("%s, nt %v: %#04x converted to %#08x, want %#08x", name, nt, h, got, want)
+			}
+		}
+		for b := 0; b < n; b += 64 {
+			want := false
+			for h := b; h < b+64; h++ {
+				want = want || h&0x7c00 == 0x7c00
+			}
+			if got := fn(&dst[b], &src[2*b], 64, nt); got != want {
+				t.Fatalf("%s, nt %v: block at %#04x flagged %v, want %v", name, nt, b, got, want)
+			}
+		}
+		blk := make([]byte, 2*128)
+		for p := range 128 {
+			for i := range 128 {
+				binary.LittleEndian.PutUint16(blk[2*i:], uint16(finite16Patterns[(i+p)%len(finite16Patterns)]))
+			}
+			if fn(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("%s, nt %v: finite values (phase %d) flagged", name, nt, p)
+			}
+			binary.LittleEndian.PutUint16(blk[2*p:], 0xfc00)
+			if !fn(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("%s, nt %v: -Inf at %d of 128 not flagged", name, nt, p)
+			}
+		}
+	}
+}
+
+// f32Sweep returns the float32 patterns the conversion is checked on:
+// every sign and exponent with the top mantissa bits and the low bits
+// that decide a normal half's rounding; the four patterns around every
+// midpoint between two adjacent finite binary16 values (the rounding
+// boundaries, subnormal ones included; the midpoint above the largest
+// half is 65520, where a value becomes infinite), with both signs; and
+// every 4099th pattern.
+func f32Sweep() []uint32 {
+	var s []uint32
+	for hi := range uint32(1 << 19) {
+		for _, lo := range []uint32{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff} {
+			s = append(s, hi<<13|lo)
+		}
+	}
+	for h := range uint16(0x7c00) {
+		a, b := float64(f16ToF32(h)), float64(f16ToF32(h+1)) // h+1 = 0x7c00 is +Inf
+		if h == 0x7bff {
+			b = 65536
+		}
+		m := math.Float32bits(float32((a + b) / 2)) // exact: 12 significant bits
+		for _, d := range []uint32{m - 2, m - 1, m, m + 1, m + 2} {
+			s = append(s, d, d|0x80000000)
+		}
+	}
+	for b := uint64(0); b < 1<<32; b += 4099 {
+		s = append(s, uint32(b))
+	}
+	return s
+}
+
+// checkF32ToF16Sweep converts f32Sweep with the exact kernel fn (the
+// chunks alternating between the nts) and compares every result with
+// x448/float16's conversion, rounding to nearest even; a NaN must stay a
+// NaN of its sign. A block is flagged exactly when a value is infinite or
+// NaN, wherever in the 64 values it is.
+func checkF32ToF16Sweep(t *testing.T, name string, fn func(dst *uint16, src *byte, n int, nt bool) bool, nts []bool) {
+	t.Helper()
+	s := f32Sweep()
+	s = s[:len(s)&^63]
+	src := make([]byte, 4*len(s))
+	for i, b := range s {
+		binary.LittleEndian.PutUint32(src[4*i:], b)
+	}
+	dst := alignedU16(len(s))
+	const chunk = 64 << 10
+	for lo := 0; lo < len(s); lo += chunk {
+		hi := min(lo+chunk, len(s))
+		nt := nts[lo/chunk%len(nts)]
+		want := false
+		for _, b := range s[lo:hi] {
+			want = want || b&0x7f800000 == 0x7f800000
+		}
+		if got := fn(&dst[lo], &src[4*lo], hi-lo, nt); got != want {
+			t.Fatalf("%s, nt %v: values %d..%d flagged %v, want %v", name, nt, lo, hi, got, want)
+		}
+	}
+	for i, b := range s {
+		got := dst[i]
+		if b&0x7fffffff > 0x7f800000 {
+			if got&0x7c00 != 0x7c00 || got&0x3ff == 0 || got>>15 != uint16(b>>31) {
+				t.Fatalf("%s: NaN %#08x converted to %#04x, not a NaN of its sign", name, b, got)
+			}
+			continue
+		}
+		if want := float16.Fromfloat32(math.Float32frombits(b)).Bits(); got != want {
+			t.Fatalf("%s: %#08x (%g) converted to %#04x, want %#04x", name, b, math.Float32frombits(b), got, want)
+		}
+	}
+	blk := make([]byte, 4*128)
+	for p := range 128 {
+		for i := range 128 {
+			binary.LittleEndian.PutUint32(blk[4*i:], finite32Patterns[(i+p)%len(finite32Patterns)])
+		}
+		for _, nt := range nts {
+			if fn(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("%s, nt %v: finite values (phase %d) flagged", name, nt, p)
+			}
+		}
+		binary.LittleEndian.PutUint32(blk[4*p:], 0x7f800001)
+		for _, nt := range nts {
+			if !fn(&dst[0], &blk[0], 128, nt) {
+				t.Fatalf("%s, nt %v: NaN at %d of 128 not flagged", name, nt, p)
+			}
+		}
+	}
+}
+
+// checkCopyKernel checks a copy kernel of float32 (width 4) or binary16
+// (width 2) values directly on n bytes, with the destination dstOff bytes
+// after a 32-byte boundary for each of dstOffs and the source at an even
+// and an odd address: the copy is exact, finite values (the extremes
+// included, in every lane) are not flagged, and one value with an
+// all-ones exponent at any position is.
+func checkCopyKernel(t *testing.T, name string, fn func(dst, src *byte, n int) bool, width, n int, dstOffs []int) {
+	t.Helper()
+	finite, bad := finite32Patterns, bad32Patterns
+	if width == 2 {
+		finite, bad = finite16Patterns, bad16Patterns
+	}
+	put := func(b []byte, i int, v uint32) {
+		if width == 4 {
+			binary.LittleEndian.PutUint32(b[4*i:], v)
+		} else {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(v))
+		}
+	}
+	whole := unsafe.Slice((*byte)(unsafe.Pointer(&alignedF32(n/4 + 8)[0])), n+32)
+	for _, dstOff := range dstOffs {
+		dst := whole[dstOff : dstOff+n]
+		for p := range n / width {
+			for _, srcOff := range []int{0, 1} {
+				src := make([]byte, n+1)[srcOff:][:n]
+				for i := range n / width {
+					put(src, i, finite[(i+p)%len(finite)])
+				}
+				clear(whole)
+				if fn(&dst[0], &src[0], n) {
+					t.Fatalf("%s, dst +%d: finite values (phase %d) flagged", name, dstOff, p)
+				}
+				if string(dst) != string(src) {
+					t.Fatalf("%s, dst +%d: copy differs", name, dstOff)
+				}
+				put(src, p, bad[p%len(bad)])
+				if !fn(&dst[0], &src[0], n) {
+					t.Fatalf("%s, dst +%d: %#x at element %d not flagged", name, dstOff, bad[p%len(bad)], p)
+				}
+				if string(dst) != string(src) {
+					t.Fatalf("%s, dst +%d: copy differs", name, dstOff)
+				}
+				for i, c := range whole {
+					if (i < dstOff || i >= dstOff+n) && c != 0 {
+						t.Fatalf("%s, dst +%d: byte %d outside the destination written", name, dstOff, i-dstOff)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkKernelSets decodes one full-size key tensor (30x1x98x3072
+// values; 36 MB as float32) with each of benchKernelSets (SSE2 and AVX2
+// on amd64, the portable set and NEON on arm64) on the same machine, in
+// each direction, values all normal with a zero every 1000 (which sends
+// the block conversions of the SSE2 and portable sets to the per-value
+// path):
+//
+//	go test -run '^$' -bench 'KernelSets' -benchtime 20x ./msgs/
+func BenchmarkKernelSets(b *testing.B) {
+	sets := benchKernelSets(b)
+	const n = 30 * 98 * 3072
+	f32 := make([]byte, 4*n)
+	f16 := make([]byte, 2*n)
+	for i := range n {
+		x := float32(i%1000) * 0.001
+		binary.LittleEndian.PutUint32(f32[4*i:], math.Float32bits(x))
+		binary.LittleEndian.PutUint16(f16[2*i:], float16.Fromfloat32(x).Bits())
+	}
+	d32, d16 := make([]float32, n), make([]uint16, n)
+	for i := range n {
+		d32[i], d16[i] = 1, 1 // the pages are mapped before the timing starts
+	}
+	shape := []uint32{30, 1, 98, 3072}
+	for _, op := range decodeOps {
+		tn := Tensor{Shape: shape, DType: op.wire, Data: f32}
+		if op.wire == DTypeFloat16 {
+			tn.Data = f16
+		}
+		for _, k := range sets {
+			b.Run(op.name+"/"+k.name, func(b *testing.B) {
+				b.SetBytes(int64(len(tn.Data)))
+				for b.Loop() {
+					var i int
+					if op.out16 {
+						i, _, _ = tn.decodeF16Checked(d16, &k)
+					} else {
+						i, _, _ = tn.decodeF32Checked(d32, &k)
+					}
+					if i >= 0 {
+						b.Fatal(i)
+					}
+				}
+			})
 		}
 	}
 }

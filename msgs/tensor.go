@@ -185,6 +185,7 @@ const checkBlock = 64 << 10
 // reported index on, dst holds unspecified values. On amd64 with AVX2 and
 // F16C, a tensor of 4 MiB or more (as float32) is copied or converted in
 // one pass with non-temporal stores, which leave it out of the caches.
+// On arm64 the copies and conversions use NEON, with ordinary stores.
 func (t Tensor) DecodeF32Checked(dst []float32) (int, float32, error) {
 	return t.decodeF32Checked(dst, &hostKernels)
 }
@@ -374,22 +375,17 @@ func scan16(x []uint16, lo, hi int) int {
 	return -1
 }
 
-// halves views little-endian binary16 bytes as uint16 values: in place
-// when b is 2-byte aligned on a little-endian host, else as a copy (which
-// a CDR message's 4-byte-aligned payload does not need).
-func halves(b []byte) []uint16 {
-	n := len(b) / 2
-	if n == 0 {
-		return nil
+// halves views little-endian binary16 bytes as uint16 values, in place,
+// and reports whether it could: only on a little-endian host and when b
+// is 2-byte aligned (as a CDR message's 4-byte-aligned payload is).
+func halves(b []byte) ([]uint16, bool) {
+	if !hostLittleEndian() || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%2 != 0 {
+		return nil, false
 	}
-	if hostLittleEndian() && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%2 == 0 {
-		return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	if len(b) < 2 {
+		return nil, true
 	}
-	out := make([]uint16, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint16(b[2*i:])
-	}
-	return out
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2), true
 }
 
 // f32ToF16 converts to IEEE 754 binary16, rounding to nearest even;
