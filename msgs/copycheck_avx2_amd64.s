@@ -15,13 +15,61 @@
 #define EXP32(r) VPAND Y8, r, r; VPCMPEQD Y8, r, r
 #define EXP16(r) VPAND Y8, r, r; VPCMPEQW Y8, r, r
 
+// Eight 32-byte registers Y0-Y7 from the 256 bytes at SI.
+#define LOAD256 \
+	VMOVDQU 0(SI), Y0; \
+	VMOVDQU 32(SI), Y1; \
+	VMOVDQU 64(SI), Y2; \
+	VMOVDQU 96(SI), Y3; \
+	VMOVDQU 128(SI), Y4; \
+	VMOVDQU 160(SI), Y5; \
+	VMOVDQU 192(SI), Y6; \
+	VMOVDQU 224(SI), Y7
+
+// The exponent tests of Y0-Y7 (EXP is EXP32 or EXP16), ORed into Y9.
+#define TEST256(EXP) \
+	EXP(Y0); \
+	EXP(Y1); \
+	EXP(Y2); \
+	EXP(Y3); \
+	EXP(Y4); \
+	EXP(Y5); \
+	EXP(Y6); \
+	EXP(Y7); \
+	VPOR Y0, Y1, Y1; \
+	VPOR Y2, Y3, Y3; \
+	VPOR Y4, Y5, Y5; \
+	VPOR Y6, Y7, Y7; \
+	VPOR Y1, Y3, Y3; \
+	VPOR Y5, Y7, Y7; \
+	VPOR Y3, Y9, Y9; \
+	VPOR Y7, Y9, Y9
+
+// One iteration of the non-temporal copies: 256 bytes from SI to DI,
+// the source prefetched 0x1C0 and 0x280 bytes ahead (as the runtime's
+// memmove does for large moves), the exponents tested with EXP.
+#define COPYNT256(EXP) \
+	PREFETCHNTA 0x1C0(SI); \
+	PREFETCHNTA 0x280(SI); \
+	LOAD256; \
+	VMOVNTDQ Y0, 0(DI); \
+	VMOVNTDQ Y1, 32(DI); \
+	VMOVNTDQ Y2, 64(DI); \
+	VMOVNTDQ Y3, 96(DI); \
+	VMOVNTDQ Y4, 128(DI); \
+	VMOVNTDQ Y5, 160(DI); \
+	VMOVNTDQ Y6, 192(DI); \
+	VMOVNTDQ Y7, 224(DI); \
+	TEST256(EXP); \
+	ADDQ $256, SI; \
+	ADDQ $256, DI; \
+	SUBQ $256, CX
+
 // func copyCheck32NT(dst, src *byte, n int) bool
 //
 // Copies n bytes (a multiple of 256) from src to dst (32-byte aligned)
 // with non-temporal stores and reports whether any little-endian float32
-// among them has an all-ones exponent (NaN or ±Inf). Each iteration moves
-// 256 bytes with 32-byte loads, prefetching the source 0x1C0 and 0x280
-// bytes ahead, as the runtime's memmove does for large moves.
+// among them has an all-ones exponent (NaN or ±Inf).
 TEXT ·copyCheck32NT(SB), NOSPLIT, $0-25
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -30,53 +78,15 @@ TEXT ·copyCheck32NT(SB), NOSPLIT, $0-25
 	MOVQ AX, X8
 	VPBROADCASTD X8, Y8
 	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
 
 loop32:
 	CMPQ CX, $256
 	JB   done32
-	PREFETCHNTA 0x1C0(SI)
-	PREFETCHNTA 0x280(SI)
-	VMOVDQU 0(SI), Y0
-	VMOVDQU 32(SI), Y1
-	VMOVDQU 64(SI), Y2
-	VMOVDQU 96(SI), Y3
-	VMOVDQU 128(SI), Y4
-	VMOVDQU 160(SI), Y5
-	VMOVDQU 192(SI), Y6
-	VMOVDQU 224(SI), Y7
-	VMOVNTDQ Y0, 0(DI)
-	VMOVNTDQ Y1, 32(DI)
-	VMOVNTDQ Y2, 64(DI)
-	VMOVNTDQ Y3, 96(DI)
-	VMOVNTDQ Y4, 128(DI)
-	VMOVNTDQ Y5, 160(DI)
-	VMOVNTDQ Y6, 192(DI)
-	VMOVNTDQ Y7, 224(DI)
-	EXP32(Y0)
-	EXP32(Y1)
-	EXP32(Y2)
-	EXP32(Y3)
-	EXP32(Y4)
-	EXP32(Y5)
-	EXP32(Y6)
-	EXP32(Y7)
-	VPOR Y0, Y1, Y1
-	VPOR Y2, Y3, Y3
-	VPOR Y4, Y5, Y5
-	VPOR Y6, Y7, Y7
-	VPOR Y1, Y3, Y3
-	VPOR Y5, Y7, Y7
-	VPOR Y3, Y9, Y9
-	VPOR Y7, Y10, Y10
-	ADDQ $256, SI
-	ADDQ $256, DI
-	SUBQ $256, CX
+	COPYNT256(EXP32)
 	JMP  loop32
 
 done32:
 	SFENCE
-	VPOR   Y10, Y9, Y9
 	VPTEST Y9, Y9
 	SETNE  ret+24(FP)
 	VZEROUPPER
@@ -93,53 +103,15 @@ TEXT ·copyCheck16NT(SB), NOSPLIT, $0-25
 	MOVQ AX, X8
 	VPBROADCASTW X8, Y8
 	VPXOR Y9, Y9, Y9
-	VPXOR Y10, Y10, Y10
 
 loop16:
 	CMPQ CX, $256
 	JB   done16
-	PREFETCHNTA 0x1C0(SI)
-	PREFETCHNTA 0x280(SI)
-	VMOVDQU 0(SI), Y0
-	VMOVDQU 32(SI), Y1
-	VMOVDQU 64(SI), Y2
-	VMOVDQU 96(SI), Y3
-	VMOVDQU 128(SI), Y4
-	VMOVDQU 160(SI), Y5
-	VMOVDQU 192(SI), Y6
-	VMOVDQU 224(SI), Y7
-	VMOVNTDQ Y0, 0(DI)
-	VMOVNTDQ Y1, 32(DI)
-	VMOVNTDQ Y2, 64(DI)
-	VMOVNTDQ Y3, 96(DI)
-	VMOVNTDQ Y4, 128(DI)
-	VMOVNTDQ Y5, 160(DI)
-	VMOVNTDQ Y6, 192(DI)
-	VMOVNTDQ Y7, 224(DI)
-	EXP16(Y0)
-	EXP16(Y1)
-	EXP16(Y2)
-	EXP16(Y3)
-	EXP16(Y4)
-	EXP16(Y5)
-	EXP16(Y6)
-	EXP16(Y7)
-	VPOR Y0, Y1, Y1
-	VPOR Y2, Y3, Y3
-	VPOR Y4, Y5, Y5
-	VPOR Y6, Y7, Y7
-	VPOR Y1, Y3, Y3
-	VPOR Y5, Y7, Y7
-	VPOR Y3, Y9, Y9
-	VPOR Y7, Y10, Y10
-	ADDQ $256, SI
-	ADDQ $256, DI
-	SUBQ $256, CX
+	COPYNT256(EXP16)
 	JMP  loop16
 
 done16:
 	SFENCE
-	VPOR   Y10, Y9, Y9
 	VPTEST Y9, Y9
 	SETNE  ret+24(FP)
 	VZEROUPPER
@@ -232,14 +204,7 @@ doneh:
 // One iteration of f32ToF16F16C: 64 float32 (256 bytes at SI) to 64
 // binary16 (128 bytes at DI); the source's exponents are tested into Y9.
 #define F32F16(ST) \
-	VMOVDQU 0(SI), Y0; \
-	VMOVDQU 32(SI), Y1; \
-	VMOVDQU 64(SI), Y2; \
-	VMOVDQU 96(SI), Y3; \
-	VMOVDQU 128(SI), Y4; \
-	VMOVDQU 160(SI), Y5; \
-	VMOVDQU 192(SI), Y6; \
-	VMOVDQU 224(SI), Y7; \
+	LOAD256; \
 	PS2PH(ST, Y0, X10, 0); \
 	PS2PH(ST, Y1, X11, 16); \
 	PS2PH(ST, Y2, X12, 32); \
@@ -248,22 +213,7 @@ doneh:
 	PS2PH(ST, Y5, X11, 80); \
 	PS2PH(ST, Y6, X12, 96); \
 	PS2PH(ST, Y7, X13, 112); \
-	EXP32(Y0); \
-	EXP32(Y1); \
-	EXP32(Y2); \
-	EXP32(Y3); \
-	EXP32(Y4); \
-	EXP32(Y5); \
-	EXP32(Y6); \
-	EXP32(Y7); \
-	VPOR Y0, Y1, Y1; \
-	VPOR Y2, Y3, Y3; \
-	VPOR Y4, Y5, Y5; \
-	VPOR Y6, Y7, Y7; \
-	VPOR Y1, Y3, Y3; \
-	VPOR Y5, Y7, Y7; \
-	VPOR Y3, Y9, Y9; \
-	VPOR Y7, Y9, Y9; \
+	TEST256(EXP32); \
 	ADDQ $256, SI; \
 	ADDQ $128, DI; \
 	SUBQ $64, CX
