@@ -222,7 +222,7 @@ var exp2Frac = func() (t [64]float64) {
 // x = (64m + j)·ln2/64 + r with |r| <= ln2/128, and e^x = 2^m · 2^(j/64) · e^r
 // with a degree-5 Taylor polynomial for e^r. Outside [-708, 709] (where 2^m
 // or the result leaves the normal float64 range) and for NaN it is math.Exp.
-// Where the CPU allows, four values go at a time (exp_amd64.s) through the
+// Where the CPU allows, four values go at a time (kernels_amd64.s) through the
 // same operations, with the same results; expGo is the portable loop.
 func expInPlace(u []float64) {
 	u = expVector(u)
