@@ -13,17 +13,11 @@ Argument values are read as YAML, like `--ros-args -p name:=value`; an empty
 value (the default) leaves the parameter to params_file.
 `ros2 launch fastwam_action_expert action_expert.launch.py --show-args`
 lists them all.
+On SIGINT the node finishes or abandons the chunk in progress, closes the
+backend (withdrawing the HTP performance vote) and exits.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
-PACKAGE = 'fastwam_action_expert'
+from fastwam_action_expert.launching import node_launch_description
 
 # Every parameter of the node (node.ParamNames() in the Go package; a Go
 # test checks that this list matches), with its description.
@@ -83,51 +77,5 @@ PARAMETERS = [
 ]
 
 
-def _launch_node(context):
-    # Launch arguments reach the node as `-p name:=value` rules, as given:
-    # the node reads each value with ROS's YAML rules, and a bad one (say
-    # steps:=abc) is reported against its rule, not against a temporary
-    # params file that launch_ros would write for a parameters dict.
-    rules = []
-    for name, _ in PARAMETERS:
-        text = LaunchConfiguration(name).perform(context)
-        if text != '':
-            rules += ['-p', f'{name}:={text}']
-    # The params file goes in the same argument list, before the rules:
-    # rcl and the node apply parameters in command-line order, and launch_ros
-    # would put a `parameters` file after these arguments, where its
-    # defaults would override the rules.
-    params_file = LaunchConfiguration('params_file').perform(context)
-    return [Node(
-        package=PACKAGE,
-        executable='fastwam_node',
-        name=LaunchConfiguration('node_name'),
-        namespace=LaunchConfiguration('namespace'),
-        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
-                   '--params-file', params_file] + rules,
-        output='screen',
-        emulate_tty=True,
-        # On SIGINT the node finishes or abandons the chunk in progress,
-        # closes the backend (withdrawing the HTP performance vote) and exits;
-        # if that takes longer than shutdown_grace, it exits at once. The
-        # SIGTERM sent after sigterm_timeout counts as a second signal.
-        sigterm_timeout='10',
-    )]
-
-
 def generate_launch_description():
-    share = get_package_share_directory(PACKAGE)
-    args = [
-        DeclareLaunchArgument(
-            'params_file',
-            default_value=os.path.join(share, 'launch', 'action_expert.params.yaml'),
-            description='ROS 2 params file read before the parameter arguments'),
-        DeclareLaunchArgument('node_name', default_value='fastwam_action_expert',
-                              description='name of the node'),
-        DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
-        DeclareLaunchArgument('log_level', default_value='info',
-                              description='debug, info, warn, error or fatal'),
-    ]
-    args += [DeclareLaunchArgument(name, default_value='', description=doc)
-             for name, doc in PARAMETERS]
-    return LaunchDescription(args + [OpaqueFunction(function=_launch_node)])
+    return node_launch_description('fastwam_node', 'fastwam_action_expert', 'action_expert.params.yaml', PARAMETERS)

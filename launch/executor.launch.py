@@ -15,17 +15,11 @@ value (the default) leaves the parameter to params_file.
 `ros2 launch fastwam_action_expert executor.launch.py --show-args` lists them
 all. Start the action expert with action_expert.launch.py beside it; both use
 the relative topic action_chunk, so a namespace:= given to both connects them.
+On SIGINT the executor stops its timer, publishes a last (STALE)
+diagnostics report and exits.
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
-PACKAGE = 'fastwam_action_expert'
+from fastwam_action_expert.launching import node_launch_description
 
 # Every parameter of the executor (executor.ParamNames() in the Go package
 # node/executor; a Go test checks that this list matches), with its
@@ -53,51 +47,5 @@ PARAMETERS = [
 ]
 
 
-def _launch_node(context):
-    # Launch arguments reach the node as `-p name:=value` rules, as given:
-    # the node reads each value with ROS's YAML rules, and a bad one (say
-    # steps:=abc) is reported against its rule, not against a temporary
-    # params file that launch_ros would write for a parameters dict.
-    rules = []
-    for name, _ in PARAMETERS:
-        text = LaunchConfiguration(name).perform(context)
-        if text != '':
-            rules += ['-p', f'{name}:={text}']
-    # The params file goes in the same argument list, before the rules:
-    # rcl and the node apply parameters in command-line order, and launch_ros
-    # would put a `parameters` file after these arguments, where its
-    # defaults would override the rules.
-    params_file = LaunchConfiguration('params_file').perform(context)
-    return [Node(
-        package=PACKAGE,
-        executable='fastwam_executor',
-        name=LaunchConfiguration('node_name'),
-        namespace=LaunchConfiguration('namespace'),
-        arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
-                   '--params-file', params_file] + rules,
-        output='screen',
-        emulate_tty=True,
-        # On SIGINT the executor stops its timer, publishes a last (STALE)
-        # diagnostics report and exits; if that takes longer than
-        # shutdown_grace, it exits at once. The SIGTERM sent after
-        # sigterm_timeout counts as a second signal.
-        sigterm_timeout='10',
-    )]
-
-
 def generate_launch_description():
-    share = get_package_share_directory(PACKAGE)
-    args = [
-        DeclareLaunchArgument(
-            'params_file',
-            default_value=os.path.join(share, 'launch', 'executor.params.yaml'),
-            description='ROS 2 params file read before the parameter arguments'),
-        DeclareLaunchArgument('node_name', default_value='fastwam_executor',
-                              description='name of the node'),
-        DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
-        DeclareLaunchArgument('log_level', default_value='info',
-                              description='debug, info, warn, error or fatal'),
-    ]
-    args += [DeclareLaunchArgument(name, default_value='', description=doc)
-             for name, doc in PARAMETERS]
-    return LaunchDescription(args + [OpaqueFunction(function=_launch_node)])
+    return node_launch_description('fastwam_executor', 'fastwam_executor', 'executor.params.yaml', PARAMETERS)

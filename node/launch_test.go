@@ -72,4 +72,21 @@ func TestLaunchFiles(t *testing.T) {
 			t.Errorf("%s declares parameters %v, want %v", f.path, found, names)
 		}
 	}
+
+	// The Python launch file builds its description with the package's
+	// shared module, which CMakeLists.txt installs beside the messages.
+	py, err := os.ReadFile("../launch/action_expert.launch.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(py, []byte("node_launch_description('fastwam_node', 'fastwam_action_expert', 'action_expert.params.yaml', PARAMETERS)")) {
+		t.Errorf("action_expert.launch.py does not start fastwam_node as fastwam_action_expert with action_expert.params.yaml")
+	}
+	cmake, err := os.ReadFile("../CMakeLists.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(cmake, []byte("python/fastwam_action_expert/launching.py")) {
+		t.Errorf("CMakeLists.txt does not install python/fastwam_action_expert/launching.py, which the launch files import")
+	}
 }

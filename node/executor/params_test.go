@@ -164,7 +164,7 @@ func TestLaunchFiles(t *testing.T) {
 	}
 	for _, f := range []string{"../../launch/executor.launch.py"} {
 		text, _ := os.ReadFile(f)
-		if !strings.Contains(string(text), "executable='fastwam_executor'") || !strings.Contains(string(text), "executor.params.yaml") {
+		if !strings.Contains(string(text), "node_launch_description('fastwam_executor', 'fastwam_executor', 'executor.params.yaml', PARAMETERS)") {
 			t.Errorf("%s does not start fastwam_executor with executor.params.yaml", f)
 		}
 	}
