@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"flag"
 	"os"
-	"regexp"
-	"slices"
 	"testing"
+
+	"github.com/fastwam/actionexpert/internal/launchtest"
 )
 
 var update = flag.Bool("update", false, "rewrite launch/action_expert.params.yaml from the defaults")
@@ -43,35 +43,7 @@ func TestLaunchFiles(t *testing.T) {
 		t.Errorf("%s: %v", path, err)
 	}
 
-	names := ParamNames()
-	for _, f := range []struct {
-		path string
-		re   *regexp.Regexp
-	}{
-		{"../launch/action_expert.launch.py", regexp.MustCompile(`(?m)^    \("([^"]+)", "`)},
-		{"../launch/action_expert.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" default="" description=`)},
-		{"../launch/action_expert.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" value="\$\(var ([^)]+)\)"/>`)},
-	} {
-		text, err := os.ReadFile(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var found []string
-		for _, m := range f.re.FindAllStringSubmatch(string(text), -1) {
-			if len(m) > 2 && m[1] != m[2] {
-				t.Errorf("%s passes $(var %s) as %s", f.path, m[2], m[1])
-			}
-			if slices.Contains(names, m[1]) {
-				found = append(found, m[1])
-			} else if !slices.Contains([]string{"params_file", "node_name", "namespace", "log_level"}, m[1]) {
-				t.Errorf("%s declares %q, which is not a parameter", f.path, m[1])
-			}
-		}
-		slices.Sort(found)
-		if !slices.Equal(found, names) {
-			t.Errorf("%s declares parameters %v, want %v", f.path, found, names)
-		}
-	}
+	launchtest.CheckArgs(t, "../launch/action_expert.launch.py", "../launch/action_expert.launch.xml", ParamNames())
 
 	// The Python launch file builds its description with the package's
 	// shared module, which CMakeLists.txt installs beside the messages.

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/node"
 )
 
@@ -133,35 +133,7 @@ func TestLaunchFiles(t *testing.T) {
 		t.Errorf("the action expert accepted the executor's params file")
 	}
 
-	names := ParamNames()
-	for _, f := range []struct {
-		path string
-		re   *regexp.Regexp
-	}{
-		{"../../launch/executor.launch.py", regexp.MustCompile(`(?m)^    \("([^"]+)", "`)},
-		{"../../launch/executor.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" default="" description=`)},
-		{"../../launch/executor.launch.xml", regexp.MustCompile(`<arg name="([^"]+)" value="\$\(var ([^)]+)\)"/>`)},
-	} {
-		text, err := os.ReadFile(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var found []string
-		for _, m := range f.re.FindAllStringSubmatch(string(text), -1) {
-			if len(m) > 2 && m[1] != m[2] {
-				t.Errorf("%s passes $(var %s) as %s", f.path, m[2], m[1])
-			}
-			if slices.Contains(names, m[1]) {
-				found = append(found, m[1])
-			} else if !slices.Contains([]string{"params_file", "node_name", "namespace", "log_level"}, m[1]) {
-				t.Errorf("%s declares %q, which is not a parameter", f.path, m[1])
-			}
-		}
-		slices.Sort(found)
-		if !slices.Equal(found, names) {
-			t.Errorf("%s declares parameters %v, want %v", f.path, found, names)
-		}
-	}
+	launchtest.CheckArgs(t, "../../launch/executor.launch.py", "../../launch/executor.launch.xml", ParamNames())
 	for _, f := range []string{"../../launch/executor.launch.py"} {
 		text, _ := os.ReadFile(f)
 		if !strings.Contains(string(text), "node_launch_description('fastwam_executor', 'fastwam_executor', 'executor.params.yaml', PARAMETERS)") {
