@@ -3,6 +3,12 @@ package msgs
 // This file holds the CDR layout of every message: one encode and one decode
 // function per type, fields in .msg order. Decoded sequences of length zero
 // are nil, so a decoded zero-value message equals the zero value.
+//
+// The data path's types spell out their AppendCDR and UnmarshalCDR instead
+// of calling svccodec.go's appendMessage and unmarshalMessage: through those
+// the encoder or decoder escapes to the heap (its address goes to a method
+// called through an interface or a generic dictionary), one allocation per
+// message, which TestHostPathSmall and the executor's benchmark count.
 
 // Minimum wire sizes of sequence elements, used to bound allocations by the
 // bytes actually left in a message.
