@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/internal/shutdown"
 )
 
@@ -498,7 +499,7 @@ func (p *Params) set(name string, v value) error {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown parameter %q", name)
-	if s := closest(name, ParamNames()); s != "" {
+	if s := rosparam.Closest(name, ParamNames()); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return fmt.Errorf("%s", msg)
@@ -561,36 +562,4 @@ func (p *Params) Validate() error {
 		return fmt.Errorf("parameter \"rtc.inference_delay\" %d must be \"auto\" or in [0, rtc.execution_horizon = %d]: the delayed rows lie within the horizon", d, p.RTC.ExecutionHorizon)
 	}
 	return nil
-}
-
-// closest returns the known name nearest to name by edit distance when it is
-// close enough to be a likely typo.
-func closest(name string, known []string) string {
-	best, bestD := "", len(name)/2+2
-	for _, k := range known {
-		if d := editDistance(name, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
