@@ -1,0 +1,77 @@
+"""The launch description both launch files of fastwam_action_expert use.
+
+action_expert.launch.py and executor.launch.py each list their node's
+parameters and call node_launch_description; this module (installed beside
+the package's message modules and the producer kit) builds the arguments and
+the Node action the same way for both.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'fastwam_action_expert'
+
+
+def node_launch_description(executable, node_name, params_yaml, parameters):
+    """Return the LaunchDescription that starts one node of the package.
+
+    executable is the node binary (fastwam_node, fastwam_executor),
+    node_name the default of the node_name argument, params_yaml the params
+    file under the package's share/launch read before the parameter
+    arguments, and parameters the node's (name, description) pairs: each
+    becomes a launch argument of that name with an empty default, which
+    leaves the parameter to the params file.
+    """
+
+    def launch_node(context):
+        # Launch arguments reach the node as `-p name:=value` rules, as
+        # given: the node reads each value with ROS's YAML rules, and a bad
+        # one (say steps:=abc) is reported against its rule, not against a
+        # temporary params file that launch_ros would write for a
+        # parameters dict.
+        rules = []
+        for name, _ in parameters:
+            text = LaunchConfiguration(name).perform(context)
+            if text != '':
+                rules += ['-p', f'{name}:={text}']
+        # The params file goes in the same argument list, before the rules:
+        # rcl and the node apply parameters in command-line order, and
+        # launch_ros would put a `parameters` file after these arguments,
+        # where its defaults would override the rules.
+        params_file = LaunchConfiguration('params_file').perform(context)
+        return [Node(
+            package=PACKAGE,
+            executable=executable,
+            name=LaunchConfiguration('node_name'),
+            namespace=LaunchConfiguration('namespace'),
+            arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
+                       '--params-file', params_file] + rules,
+            output='screen',
+            emulate_tty=True,
+            # On SIGINT the node shuts down (see its launch file) and exits;
+            # if that takes longer than its shutdown_grace parameter, it
+            # exits at once. The SIGTERM sent after sigterm_timeout counts
+            # as a second signal.
+            sigterm_timeout='10',
+        )]
+
+    share = get_package_share_directory(PACKAGE)
+    args = [
+        DeclareLaunchArgument(
+            'params_file',
+            default_value=os.path.join(share, 'launch', params_yaml),
+            description='ROS 2 params file read before the parameter arguments'),
+        DeclareLaunchArgument('node_name', default_value=node_name,
+                              description='name of the node'),
+        DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              description='debug, info, warn, error or fatal'),
+    ]
+    args += [DeclareLaunchArgument(name, default_value='', description=doc)
+             for name, doc in parameters]
+    return LaunchDescription(args + [OpaqueFunction(function=launch_node)])
