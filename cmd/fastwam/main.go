@@ -16,6 +16,7 @@
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
 //	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
+//	fastwam version  [-json]            the module version and VCS revision of this binary
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
 // Help (fastwam help ..., fastwam <command> -h) goes to stdout with exit status 0;
@@ -56,6 +57,7 @@ func commands() []command {
 			{name: "make", summary: "write random CPU-backend test weights (safetensors, f32/f16/bf16) of any shape", run: runWeightsMake},
 		}},
 		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
+		{name: "version", summary: "print the module version and the VCS revision this binary was built from", run: runVersion},
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -192,5 +193,26 @@ func TestHelp(t *testing.T) {
 	_, _, stderr := runCmd(t, "replay", "-frob")
 	if !strings.Contains(stderr, "-plot") || !strings.HasSuffix(stderr, "fastwam replay: flag provided but not defined: -frob\n") {
 		t.Errorf("replay -frob: stderr does not end with the error after the usage:\n%s", stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &out, &errOut); code != 0 {
+		t.Fatalf("fastwam version: exit %d: %s", code, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "fastwam github.com/fastwam/actionexpert ") || !strings.Contains(out.String(), " revision ") {
+		t.Errorf("fastwam version printed %q", out.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"version", "-json"}, &out, &errOut); code != 0 {
+		t.Fatalf("fastwam version -json: exit %d: %s", code, errOut.String())
+	}
+	var v struct{ Module, Short string }
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Module != "github.com/fastwam/actionexpert" || v.Short == "" {
+		t.Errorf("fastwam version -json printed %q (%v)", out.String(), err)
+	}
+	if code := run(context.Background(), []string{"version", "extra"}, &out, &errOut); code != 2 {
+		t.Errorf("fastwam version extra: exit %d, want 2", code)
 	}
 }
