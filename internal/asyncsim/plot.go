@@ -14,9 +14,17 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// plotDims is the number of action dimensions plotted at most (the first
-// ones).
-const plotDims = 4
+// plotDims is the number of action dimensions plotted at most: all of the
+// LIBERO action space's 7.
+const plotDims = 7
+
+// The figure's geometry: a header strip (title and legend, so that no
+// legend covers a line) above one panel per dimension.
+const (
+	plotWidth       = 14 * vg.Inch
+	plotHeader      = 0.9 * vg.Inch
+	plotPanelHeight = 2 * vg.Inch
+)
 
 // plotInstants is the number of control instants plotted at most (the
 // first ones): more make the seams unreadable.
@@ -35,10 +43,11 @@ func modeStyle(i int) draw.LineStyle {
 }
 
 // WritePlot draws the executed action stream of every mode of r as a PNG
-// file: one panel per action dimension (the first 4), x the control
+// file: one panel per action dimension (up to 7), x the control
 // instant, one line per mode, a dotted vertical line at every seam (an
 // instant where the executed chunk changed; the modes share their timing)
-// and a mark on each mode's line at the seam's incoming action.
+// and a mark on each mode's line at the seam's incoming action. The title
+// and the legend stand in a strip above the panels.
 func WritePlot(r *Result, path string) error {
 	if len(r.Modes) == 0 || len(r.Modes[0].Executed) == 0 {
 		return errors.New("asyncsim: plot: no executed actions to plot")
@@ -50,24 +59,37 @@ func WritePlot(r *Result, path string) error {
 	total := r.Modes[0].Executed[len(r.Modes[0].Executed)-1].K + 1
 	last := min(total, plotInstants) - 1
 	plots := make([][]*plot.Plot, dims)
+	legend := plot.NewLegend()
 	for d := range dims {
-		p, err := dimPlot(r, d, last)
+		p, lines, err := dimPlot(r, d, last)
 		if err != nil {
 			return err
 		}
 		plots[d] = []*plot.Plot{p}
+		if d == 0 {
+			for i, l := range lines {
+				if l != nil {
+					legend.Add("rtc "+r.Modes[i].Mode.String(), l)
+				}
+			}
+		}
 	}
-	title := fmt.Sprintf("executed actions, seams dotted (d %d, horizon %d, dt %v)", r.Delay, r.Horizon, r.ControlPeriod)
+	title := fmt.Sprintf("executed actions, seams dotted, a dot at each seam's incoming action (d %d, horizon %d, dt %v)", r.Delay, r.Horizon, r.ControlPeriod)
 	if last+1 < total {
 		title += fmt.Sprintf(": the first %d of %d instants", last+1, total)
 	}
-	plots[0][0].Title.Text = title + "; dim 0"
 
-	img := vgimg.NewWith(vgimg.UseWH(14*vg.Inch, vg.Length(2.2*float64(dims))*vg.Inch), vgimg.UseDPI(96))
+	img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeader+vg.Length(dims)*plotPanelHeight), vgimg.UseDPI(96))
 	dc := draw.New(img)
+	head := draw.Crop(dc, vg.Millimeter*6, -vg.Millimeter*6, dc.Max.Y-dc.Min.Y-plotHeader, -vg.Millimeter*3)
+	titleStyle := plot.New().Title.TextStyle
+	titleStyle.XAlign = draw.XLeft
+	head.FillText(titleStyle, vg.Point{X: head.Min.X, Y: head.Max.Y - titleStyle.Height(title)}, title)
+	legend.Top, legend.Left = true, false
+	legend.Draw(head)
 	tiles := draw.Tiles{Rows: dims, Cols: 1, PadX: vg.Millimeter * 6, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align(plots, tiles, dc)
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
+	canvases := plot.Align(plots, tiles, draw.Crop(dc, 0, 0, 0, -plotHeader))
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
@@ -85,15 +107,13 @@ func WritePlot(r *Result, path string) error {
 	return nil
 }
 
-// dimPlot draws dimension d of the instants up to last.
-func dimPlot(r *Result, d, last int) (*plot.Plot, error) {
+// dimPlot draws dimension d of the instants up to last, and returns the
+// line of each mode (nil for a mode with nothing drawn) for the legend.
+func dimPlot(r *Result, d, last int) (*plot.Plot, []*plotter.Line, error) {
 	p := plot.New()
-	if d > 0 {
-		p.Title.Text = fmt.Sprintf("dim %d", d)
-	}
+	p.Title.Text = fmt.Sprintf("dim %d", d)
 	p.X.Label.Text = "control instant"
-	p.Legend.Top = true
-	p.Legend.Left = true
+	lines := make([]*plotter.Line, len(r.Modes))
 	lo, hi := math.Inf(1), math.Inf(-1)
 	type drawn struct {
 		line  plotter.XYs
@@ -121,17 +141,17 @@ func dimPlot(r *Result, d, last int) (*plot.Plot, error) {
 		all = append(all, dr)
 	}
 	if lo > hi {
-		return p, nil
+		return p, lines, nil
 	}
 	if hi == lo {
 		lo, hi = lo-1, hi+1
 	}
-	p.Y.Min, p.Y.Max = lo-0.05*(hi-lo), hi+0.35*(hi-lo)
+	p.Y.Min, p.Y.Max = lo-0.05*(hi-lo), hi+0.05*(hi-lo)
 	p.X.Min, p.X.Max = 0, float64(last)
 	for _, k := range seamKs {
 		l, err := plotter.NewLine(plotter.XYs{{X: float64(k), Y: p.Y.Min}, {X: float64(k), Y: p.Y.Max}})
 		if err != nil {
-			return nil, fmt.Errorf("asyncsim: plot: %w", err)
+			return nil, nil, fmt.Errorf("asyncsim: plot: %w", err)
 		}
 		l.LineStyle = draw.LineStyle{Color: color.Gray{Y: 0xb0}, Width: vg.Points(0.6), Dashes: []vg.Length{vg.Points(1), vg.Points(2)}}
 		p.Add(l)
@@ -143,19 +163,19 @@ func dimPlot(r *Result, d, last int) (*plot.Plot, error) {
 		st := modeStyle(i)
 		l, err := plotter.NewLine(dr.line)
 		if err != nil {
-			return nil, fmt.Errorf("asyncsim: plot: %w", err)
+			return nil, nil, fmt.Errorf("asyncsim: plot: %w", err)
 		}
 		l.LineStyle = st
 		p.Add(l)
-		p.Legend.Add(r.Modes[i].Mode.String(), l)
+		lines[i] = l
 		if len(dr.seams) > 0 {
 			sc, err := plotter.NewScatter(dr.seams)
 			if err != nil {
-				return nil, fmt.Errorf("asyncsim: plot: %w", err)
+				return nil, nil, fmt.Errorf("asyncsim: plot: %w", err)
 			}
 			sc.GlyphStyle = draw.GlyphStyle{Color: st.Color, Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
 			p.Add(sc)
 		}
 	}
-	return p, nil
+	return p, lines, nil
 }
