@@ -21,30 +21,70 @@ import (
 // space); a chunk with fewer leaves the extra panels empty.
 const plotDims = 7
 
-// The figure: a grid of plotRows x plotCols panels, plotWidth x plotHeight
-// at plotDPI. Row 0 holds the per-chunk cosine and max |error| against the
-// gate, rows 1-4 the residual of each action dimension, the last panel the
-// denoise time.
+// The figure: a header strip with the verdict above a grid of plotCols
+// panels a row, each panel plotWidth/plotCols x plotPanelHeight at
+// plotDPI. The first row holds the per-chunk cosine and max |error|
+// against the gate, then come the residuals of the action dimensions
+// whose residual is not exactly 0 everywhere (the header names the ones
+// that are), and last the denoise time.
 const (
-	plotRows   = 5
-	plotCols   = 2
-	plotWidth  = 14 * vg.Inch
-	plotHeight = 18 * vg.Inch
-	plotDPI    = 96
+	plotCols        = 2
+	plotWidth       = 14 * vg.Inch
+	plotHeader      = 0.8 * vg.Inch
+	plotPanelHeight = 3.44 * vg.Inch
+	plotDPI         = 96
 )
 
-// PlotSize is the size in pixels of the PNG that WritePlot writes.
-func PlotSize() (width, height int) {
-	return int(math.Round(float64(plotWidth/vg.Inch) * plotDPI)), int(math.Round(float64(plotHeight/vg.Inch) * plotDPI))
+// plotLayout is what WritePlot draws: the dimensions given a residual
+// panel, the dimensions whose residual is exactly 0 in every compared
+// chunk (no panel: the header says so), and the grid's rows.
+type plotLayout struct {
+	dims, zeroDims []int
+	rows           int
 }
 
-// Floors of the log-scale panels: a bit-exact replay has 1 - cosine and
-// max |error| of 0, which a log axis cannot show, so they are drawn at the
-// floor (the axis labels say so).
-const (
-	oneMinusCosFloor = 1e-16
-	maxErrFloor      = 1e-10
-)
+func layoutOf(r *Report) plotLayout {
+	var l plotLayout
+	rows := plottedRows(r)
+	for d := range plotDims {
+		zero, compared := true, false
+		for _, row := range rows {
+			res := residual(row, d)
+			if res == nil {
+				continue
+			}
+			compared = true
+			for _, v := range res {
+				if v != 0 {
+					zero = false
+				}
+			}
+		}
+		if compared && zero {
+			l.zeroDims = append(l.zeroDims, d)
+		} else {
+			l.dims = append(l.dims, d)
+		}
+	}
+	panels := 2 + len(l.dims) + 1
+	l.rows = (panels + plotCols - 1) / plotCols
+	return l
+}
+
+// PlotSize is the size in pixels of the PNG that WritePlot writes for r:
+// its height grows with the number of residual panels.
+func PlotSize(r *Report) (width, height int) {
+	h := plotHeader + vg.Length(layoutOf(r).rows)*plotPanelHeight
+	return int(math.Round(float64(plotWidth/vg.Inch) * plotDPI)), int(math.Round(float64(h/vg.Inch) * plotDPI))
+}
+
+// The log-scale panels cannot show 0, which is what a bit-exact replay
+// gives for 1 - cosine and max |error|: zeros are drawn on a row of
+// their own at the bottom of the panel, a decade below the smallest
+// non-zero value (or the gate), with its tick labelled "0" in both
+// panels. maxOneMinusCos is where the 1 - cosine axis ends: 1 - cos
+// cannot exceed 2.
+const maxOneMinusCos = 2
 
 // Colours of the plot (functions, not variables: no package-level mutable
 // state). Failed and missing chunks are told apart by colour and by glyph,
@@ -173,35 +213,47 @@ func WritePlot(r *Report, path string) error {
 		return errors.New("replay: plot: no recorded or produced chunks to plot, want at least one")
 	}
 	pts := chunkPoints(r, rows)
-	plots := make([][]*plot.Plot, plotRows)
+	lay := layoutOf(r)
+	var panels []*plot.Plot
+	p, err := cosinePlot(r, pts)
+	if err != nil {
+		return err
+	}
+	panels = append(panels, p)
+	if p, err = maxErrPlot(r, pts); err != nil {
+		return err
+	}
+	panels = append(panels, p)
+	for i, d := range lay.dims {
+		if p, err = residualPlot(r, rows, pts, d, i == 0); err != nil {
+			return err
+		}
+		panels = append(panels, p)
+	}
+	if p, err = latencyPlot(rows, pts); err != nil {
+		return err
+	}
+	panels = append(panels, p)
+	plots := make([][]*plot.Plot, lay.rows)
 	for i := range plots {
 		plots[i] = make([]*plot.Plot, plotCols)
 	}
-	var err error
-	if plots[0][0], err = cosinePlot(r, pts); err != nil {
-		return err
-	}
-	if plots[0][1], err = maxErrPlot(r, pts); err != nil {
-		return err
-	}
-	for d := range plotDims {
-		k := d + 2
-		if plots[k/plotCols][k%plotCols], err = residualPlot(r, rows, pts, d); err != nil {
-			return err
-		}
-	}
-	if plots[plotRows-1][plotCols-1], err = latencyPlot(rows, pts); err != nil {
-		return err
+	for i, p := range panels {
+		plots[i/plotCols][i%plotCols] = p
 	}
 
-	img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI))
+	w, h := PlotSize(r)
+	img := vgimg.NewWith(vgimg.UseWH(vg.Length(w)*vg.Inch/plotDPI, vg.Length(h)*vg.Inch/plotDPI), vgimg.UseDPI(plotDPI))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: plotRows, Cols: plotCols, PadX: vg.Millimeter * 8, PadY: vg.Millimeter * 8,
-		PadTop: vg.Millimeter * 4, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
-	canvases := plot.Align(plots, tiles, dc)
+	drawHeader(draw.Crop(dc, vg.Millimeter*6, -vg.Millimeter*6, dc.Max.Y-dc.Min.Y-plotHeader, -vg.Millimeter*3), r, pts, lay)
+	tiles := draw.Tiles{Rows: lay.rows, Cols: plotCols, PadX: vg.Millimeter * 8, PadY: vg.Millimeter * 8,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 4, PadLeft: vg.Millimeter * 4, PadRight: vg.Millimeter * 4}
+	canvases := plot.Align(plots, tiles, draw.Crop(dc, 0, 0, 0, -plotHeader))
 	for i := range plots {
 		for j, p := range plots[i] {
-			p.Draw(canvases[i][j])
+			if p != nil {
+				p.Draw(canvases[i][j])
+			}
 		}
 	}
 	f, err := os.Create(path)
@@ -218,8 +270,44 @@ func WritePlot(r *Report, path string) error {
 	return nil
 }
 
-// verdictLine is the figure's headline: what the gate says overall.
-func verdictLine(r *Report, pts []chunkPoint) string {
+// drawHeader writes the figure's headline into c: the verdict, large and
+// in the pass or fail colour, then the failing chunks and the dimensions
+// whose residual is exactly 0 (they get no panel).
+func drawHeader(c draw.Canvas, r *Report, pts []chunkPoint, lay plotLayout) {
+	verdict, details := verdictLine(r, pts)
+	big := plot.New().Title.TextStyle
+	big.XAlign, big.YAlign = draw.XLeft, draw.YTop
+	big.Font.Size = vg.Points(18)
+	big.Color = colourOK()
+	if strings.Contains(verdict, "FAIL") {
+		big.Color = colourFail()
+	}
+	y := c.Max.Y
+	c.FillText(big, vg.Point{X: c.Min.X, Y: y}, verdict)
+	y -= big.Height(verdict) * 1.25
+	small := big
+	small.Font.Size = vg.Points(11)
+	small.Color = color.Black
+	if len(lay.zeroDims) > 0 {
+		details = append(details, fmt.Sprintf("residual exactly 0 in every compared chunk (no panel): action dim %s", joinInts(lay.zeroDims)))
+	}
+	for _, line := range details {
+		c.FillText(small, vg.Point{X: c.Min.X, Y: y}, line)
+		y -= small.Height(line) * 1.3
+	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// verdictLine is the figure's headline, what the gate says overall, and
+// the names of the failing chunks when there are any.
+func verdictLine(r *Report, pts []chunkPoint) (string, []string) {
 	var fail, missing, compared int
 	for _, p := range pts {
 		switch p.Kind {
@@ -237,10 +325,11 @@ func verdictLine(r *Report, pts []chunkPoint) string {
 		verdict = "FAIL"
 	}
 	line := fmt.Sprintf("%s: %s, %d compared, %d outside the gate, %d missing", filepath.Base(r.Bag), verdict, compared, fail, missing)
+	var details []string
 	if names := failedNames(pts); names != "" {
-		line += "\n" + names
+		details = append(details, names)
 	}
-	return line
+	return line, details
 }
 
 // failedNames names the failing and missing chunks by kv_seq, as the
@@ -316,31 +405,46 @@ func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// logPanel is a log-scale gate panel for one measure: v(p) per chunk,
-// drawn at floor when 0, with the gate at gate (none when gate <= 0).
-func logPanel(p *plot.Plot, pts []chunkPoint, v func(chunkPoint) float64, fails func(chunkPoint) bool, floor, gate float64, gateName string) error {
+// zeroTicks are decadeTicks above the zero row, and the zero row's own
+// tick labelled "0".
+type zeroTicks struct{ zero float64 }
+
+// Ticks implements plot.Ticker.
+func (z zeroTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := []plot.Tick{{Value: z.zero, Label: "0"}}
+	for _, t := range (decadeTicks{}).Ticks(3*z.zero, hi) {
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
+// logPanel is a log-scale gate panel for one measure: v(p) per chunk, on
+// an axis that ends at ceiling at the most, zeros on the panel's zero row,
+// with the gate at gate (none when gate <= 0).
+func logPanel(p *plot.Plot, pts []chunkPoint, v func(chunkPoint) float64, fails func(chunkPoint) bool, ceiling, gate float64, gateName string) error {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, c := range pts {
-		if x := v(c); !math.IsNaN(x) && !math.IsInf(x, 0) {
-			x = math.Max(x, floor)
+		if x := v(c); x > 0 && !math.IsInf(x, 0) {
 			lo, hi = math.Min(lo, x), math.Max(hi, x)
 		}
-	}
-	if lo > hi { // nothing compared
-		lo, hi = floor, floor
 	}
 	if gate > 0 {
 		lo, hi = math.Min(lo, gate), math.Max(hi, gate)
 	}
+	if lo > hi { // no value above 0 and no gate: an arbitrary decade
+		lo, hi = 1e-9, 1e-9
+	}
+	zero := math.Pow(10, math.Floor(math.Log10(lo))-1)
 	// The top of the panel is left for the legend and the markers of
 	// missing chunks: the axis spans as few decades as the data allow, so
 	// that a near-miss stands apart from the gate.
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = decadeTicks{}
-	lo /= 3
-	decades := math.Log10(hi / lo)
-	p.Y.Min, p.Y.Max = lo, hi*math.Pow(10, math.Max(1.5, 0.6*decades))
-	top := hi * math.Pow(10, math.Max(0.7, 0.2*decades)) // where missing and incomparable chunks are drawn
+	p.Y.Tick.Marker = zeroTicks{zero: zero}
+	decades := math.Log10(hi / zero)
+	p.Y.Min = zero / 2
+	p.Y.Max = math.Min(ceiling, hi*math.Pow(10, math.Max(1.5, 0.6*decades)))
+	top := math.Min(p.Y.Max, hi*math.Pow(10, math.Max(0.7, 0.2*decades))) // where missing and incomparable chunks are drawn
+	floor := zero
 	bands, err := shadeChunks(p, pts)
 	if err != nil {
 		return err
@@ -368,7 +472,7 @@ func logPanel(p *plot.Plot, pts []chunkPoint, v func(chunkPoint) float64, fails 
 			switch {
 			case math.IsNaN(y) || math.IsInf(y, 0): // not comparable: drawn at the top
 				y = top
-			case y <= floor:
+			case y <= 0:
 				y = floor
 			}
 			if fails(c) || math.IsNaN(v(c)) || math.IsInf(v(c), 0) {
@@ -420,11 +524,10 @@ func addPoints(p *plot.Plot, series []pointSeries, bands chunkBands) error {
 
 // cosinePlot draws 1 - cosine per chunk against the -min-cos gate.
 func cosinePlot(r *Report, pts []chunkPoint) (*plot.Plot, error) {
-	p := newChunkPlot(verdictLine(r, pts)+"\n1 - cosine(replayed, recorded) per chunk",
-		fmt.Sprintf("1 - cosine (log; 0 drawn at %g)", oneMinusCosFloor), len(pts))
+	p := newChunkPlot("1 - cosine(replayed, recorded) per chunk", "1 - cosine (log; 0 on its own row)", len(pts))
 	gate := 1 - r.MinCosine
 	err := logPanel(p, pts, func(c chunkPoint) float64 { return c.OneMinusCos }, func(c chunkPoint) bool { return c.CosFails },
-		oneMinusCosFloor, gate, fmt.Sprintf("gate: -min-cos %g (1 - cos = %.3g)", r.MinCosine, gate))
+		maxOneMinusCos, gate, fmt.Sprintf("gate: -min-cos %g (1 - cos = %.3g)", r.MinCosine, gate))
 	return p, err
 }
 
@@ -435,9 +538,9 @@ func maxErrPlot(r *Report, pts []chunkPoint) (*plot.Plot, error) {
 	if r.MaxAbsErr <= 0 {
 		title += " (no gate: -max-err 0)"
 	}
-	p := newChunkPlot("\n"+title, fmt.Sprintf("max |error|, action units (log; 0 drawn at %g)", maxErrFloor), len(pts))
+	p := newChunkPlot(title, "max |error|, action units (log; 0 on its own row)", len(pts))
 	err := logPanel(p, pts, func(c chunkPoint) float64 { return c.MaxAbsErr }, func(c chunkPoint) bool { return c.ErrFails },
-		maxErrFloor, r.MaxAbsErr, fmt.Sprintf("gate: -max-err %g", r.MaxAbsErr))
+		math.Inf(1), r.MaxAbsErr, fmt.Sprintf("gate: -max-err %g", r.MaxAbsErr))
 	return p, err
 }
 
@@ -483,7 +586,7 @@ func shadeChunks(p *plot.Plot, pts []chunkPoint) (chunkBands, error) {
 // chunk so that no line joins the end of a chunk to the next one; the
 // lines of failed chunks are red, the ±max-err gate is drawn when there is
 // one.
-func residualPlot(r *Report, rows []Row, pts []chunkPoint, d int) (*plot.Plot, error) {
+func residualPlot(r *Report, rows []Row, pts []chunkPoint, d int, legend bool) (*plot.Plot, error) {
 	var lines [2][]plotter.XYs // [0] passing chunks, [1] failing ones
 	m := 0.0
 	recLo, recHi := math.Inf(1), math.Inf(-1)
@@ -517,13 +620,12 @@ func residualPlot(r *Report, rows []Row, pts []chunkPoint, d int) (*plot.Plot, e
 	if recLo <= recHi {
 		title += fmt.Sprintf(" (recorded values in [%.3g, %.3g])", recLo, recHi)
 	}
-	if m == 0 {
-		title += ", all 0"
+	if m == 0 { // no chunk of this dimension was compared (layoutOf gives exact zeros no panel)
+		title += ", nothing compared"
 		m = 1e-6
 	}
-	// Only the first panel has a legend (the others draw the same way),
-	// and room above the data for it.
-	legend := d == 0
+	// Only the first residual panel has a legend (the others draw the
+	// same way), and room above the data for it.
 	p := newChunkPlot(title, "replayed - recorded (action units)", len(rows))
 	p.Y.Min, p.Y.Max = -1.15*m, 1.15*m
 	if legend {

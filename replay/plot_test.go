@@ -245,7 +245,7 @@ func writeAndRead(t *testing.T, r *Report, name string) image.Image {
 	if err != nil {
 		t.Fatalf("plot is not a PNG: %v", err)
 	}
-	w, h := PlotSize()
+	w, h := PlotSize(r)
 	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
 		t.Errorf("plot is %dx%d pixels, want %dx%d", b.Dx(), b.Dy(), w, h)
 	}
@@ -257,8 +257,8 @@ func writeAndRead(t *testing.T, r *Report, name string) image.Image {
 // missing bands appear in the first and not in the second, the gate in
 // both.
 func TestPlot200Chunks(t *testing.T) {
-	if w, h := PlotSize(); w != 1344 || h != 1728 {
-		t.Errorf("PlotSize %dx%d, want 1344x1728 (14 x 18 in at 96 dpi)", w, h)
+	if w, h := PlotSize(syntheticReport(200, true)); w != 1344 || h != 1728 {
+		t.Errorf("PlotSize %dx%d, want 1344x1728 (14 x 18 in at 96 dpi: header and 5 rows of panels)", w, h)
 	}
 	bad := writeAndRead(t, syntheticReport(200, true), "replay_failures.png")
 	good := writeAndRead(t, syntheticReport(200, false), "replay_pass.png")
@@ -288,5 +288,72 @@ func TestPlotErrors(t *testing.T) {
 	}
 	if err := WritePlot(syntheticReport(3, false), filepath.Join(t.TempDir(), "no", "such", "dir.png")); err == nil {
 		t.Error("plot into a missing directory: no error")
+	}
+}
+
+// exactReport is a replay that reproduced every chunk bit for bit.
+func exactReport(n int) *Report {
+	r := syntheticReport(n, false)
+	for i := range r.Rows {
+		if r.Rows[i].Recorded == nil || r.Rows[i].Produced == nil {
+			continue
+		}
+		c := r.Rows[i].Recorded.Chunk
+		c.Actions = make([]msgs.ActionRow, len(c.Actions))
+		for k, a := range r.Rows[i].Recorded.Chunk.Actions {
+			c.Actions[k] = msgs.ActionRow{Values: append([]float32(nil), a.Values...)}
+		}
+		r.Rows[i].Produced = &c
+		r.Rows[i].Cosine, r.Rows[i].MaxAbsErr = 1, 0
+	}
+	return r
+}
+
+// TestPlotExactReplay: a bit-exact replay draws no flat residual panels
+// (the header names the dimensions instead), so the figure has the gate
+// panels and the denoise time only; its 1 - cosine and max |error| are on
+// the zero row, labelled 0.
+func TestPlotExactReplay(t *testing.T) {
+	r := exactReport(20)
+	lay := layoutOf(r)
+	if len(lay.dims) != 0 || len(lay.zeroDims) != plotDims || lay.rows != 2 {
+		t.Fatalf("layout of an exact replay: %+v, want no residual panel, all %d dimensions exactly 0, 2 rows", lay, plotDims)
+	}
+	if w, h := PlotSize(r); w != 1344 || h != 737 {
+		t.Errorf("PlotSize %dx%d, want 1344x737 (header and 2 rows)", w, h)
+	}
+	writeAndRead(t, r, "replay_exact.png")
+	// One dimension off by a little gets its panel back.
+	for i := range r.Rows {
+		if r.Rows[i].Produced != nil && r.Rows[i].Recorded != nil {
+			r.Rows[i].Produced.Actions[0].Values[2] += 1e-3
+			break
+		}
+	}
+	if lay := layoutOf(r); len(lay.dims) != 1 || lay.dims[0] != 2 || lay.rows != 2 {
+		t.Errorf("layout with dim 2 off: %+v, want one panel (dim 2), 2 rows (4 panels)", lay)
+	}
+}
+
+// TestLogPanelAxis: the 1 - cosine axis never runs past 2, and zeros sit
+// on a row of their own, labelled 0, below every non-zero value.
+func TestLogPanelAxis(t *testing.T) {
+	pts := []chunkPoint{{Index: 0, Kind: chunkFail, OneMinusCos: 1.2}, {Index: 1, Kind: chunkPass, OneMinusCos: 0}, {Index: 2, Kind: chunkPass, OneMinusCos: 3e-8}}
+	p := newChunkPlot("t", "y", len(pts))
+	if err := logPanel(p, pts, func(c chunkPoint) float64 { return c.OneMinusCos }, func(c chunkPoint) bool { return c.OneMinusCos > 1e-4 },
+		maxOneMinusCos, 1e-4, "gate"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Y.Max > 2 || p.Y.Max < 1.2 {
+		t.Errorf("1 - cos axis ends at %g, want within [1.2, 2]", p.Y.Max)
+	}
+	ticks := p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max)
+	if len(ticks) == 0 || ticks[0].Label != "0" || !(ticks[0].Value < 3e-8) || !(ticks[0].Value > p.Y.Min) {
+		t.Errorf("first tick %+v (axis from %g), want the zero row labelled 0 below 3e-8", ticks[0], p.Y.Min)
+	}
+	for _, tk := range ticks[1:] {
+		if tk.Value <= ticks[0].Value {
+			t.Errorf("tick %+v at or below the zero row", tk)
+		}
 	}
 }
