@@ -29,7 +29,11 @@ func TestMissing(t *testing.T) {
 	}{{"", false}, {"false", false}, {"true", true}, {"1", true}} {
 		t.Setenv("CI", tc.ci)
 		r := &recorder{TB: t}
-		Missing(r, "node is not installed")
+		var tty strings.Builder
+		missing(r, &tty, "node is not installed")
+		if said := tty.String(); tc.wantFailed != (said == "") || (!tc.wantFailed && !strings.Contains(said, "SKIP (check not run) testenv TestMissing: node is not installed")) {
+			t.Errorf("CI=%q: wrote %q to the terminal, want one SKIP line naming the test and the reason when skipped, nothing when failed", tc.ci, said)
+		}
 		if r.failed != tc.wantFailed || r.skipped == tc.wantFailed {
 			t.Errorf("CI=%q: failed %v skipped %v, want failed %v", tc.ci, r.failed, r.skipped, tc.wantFailed)
 		}
