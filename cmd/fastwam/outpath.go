@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -95,6 +97,36 @@ func checkParent(flagName, path string) error {
 		return usageError("%s %s: %v", flagName, path, err)
 	case !st.IsDir():
 		return usageError("%s %s: %s is not a folder", flagName, path, parent)
+	}
+	return nil
+}
+
+// writeFile writes path through write, atomically: into a temporary file
+// beside it, renamed over path only when write and the close succeeded,
+// so a reader (a CI system) never sees half a file.
+func writeFile(path string, write func(io.Writer) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriter(tmp)
+	if err := write(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
 	}
 	return nil
 }

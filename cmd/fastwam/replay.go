@@ -27,6 +27,8 @@ type replayOpts struct {
 	timeout  time.Duration
 	out      string
 	plot     string
+	json     string
+	junit    string
 	progress string
 	cpu      cpuFlags
 	htp      htpFlags
@@ -53,6 +55,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&o.timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
 	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG to this file: per-chunk 1 - cosine and max |error| against the gate, the residual (replayed - recorded) of each action dimension, denoise time")
+	fs.StringVar(&o.json, "json", "", "write the result as JSON to this file, for CI: verdict, gate, counts and one entry per chunk")
+	fs.StringVar(&o.junit, "junit", "", "write the result as JUnit XML to this file, for CI: a testcase per chunk, failed outside the gate or not produced")
 	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
@@ -78,9 +82,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if o.plot != "" {
-		if err := checkOutputFile("-plot", o.plot); err != nil {
-			return err
+	for _, f := range []struct{ name, path string }{{"-plot", o.plot}, {"-json", o.json}, {"-junit", o.junit}} {
+		if f.path != "" {
+			if err := checkOutputFile(f.name, f.path); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -135,6 +141,18 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		fmt.Fprintf(stdout, "plot     %s\n", o.plot)
+	}
+	for _, f := range []struct {
+		label, path string
+		write       func(io.Writer) error
+	}{{"json", o.json, rep.WriteJSON}, {"junit", o.junit, rep.WriteJUnit}} {
+		if f.path == "" {
+			continue
+		}
+		if err := writeFile(f.path, f.write); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%-8s %s\n", f.label, f.path)
 	}
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
