@@ -4,8 +4,9 @@
 //
 //	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build ./cmd/fastwam
 //
-// gives one static binary to copy to the robot; QNN and OpenBLAS are loaded
-// at run time.
+// gives one binary to copy to the robot that needs only the system's C
+// library: QNN and OpenBLAS are loaded at run time through the dynamic
+// loader (purego), so the binary is dynamically linked, not static.
 //
 // Usage:
 //

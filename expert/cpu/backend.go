@@ -116,7 +116,9 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 		if opts.BLAS == "openblas" {
 			return nil, "", fmt.Errorf("cpu: %w", err)
 		}
-		fallthrough
+		// auto without OpenBLAS: say how to get the fast path, since
+		// the only visible sign is a much slower step.
+		return gonum.Implementation{}, "gonum (pure Go: OpenBLAS not found; for the fast path install it, e.g. apt-get install libopenblas0-pthread)", nil
 	case "gonum":
 		return gonum.Implementation{}, "gonum (pure Go)", nil
 	}
