@@ -155,7 +155,7 @@ type Stats struct {
 	Holds        uint64 // times the hold input became true
 	HoldInstants uint64 // control instants spent held by it
 	HoldRefused  uint64 // hold messages that did not decode
-	ChunksHeld  int     // chunks held now
+	ChunksHeld   int    // chunks held now
 }
 
 // TotalDropped sums the drops over reasons.
