@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -163,5 +164,43 @@ func TestActionsConfigErrors(t *testing.T) {
 	q.Actions.Post.Gripper.Invert = true
 	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "actions.topic") {
 		t.Errorf("same topic twice: %v", err)
+	}
+}
+
+// TestManagedActionsTopic: the managed (lifecycle) node publishes the
+// executable chunks too; before, its transport refused the second
+// publisher and configure failed ("managed node has no publisher
+// robot_action_chunk", seen on the Humble build).
+func TestManagedActionsTopic(t *testing.T) {
+	p := testParams()
+	p.SelfTest.Skip = true
+	p.Actions.Post.Gripper.Invert = true
+	r := newManagedRig(t, p)
+	robot := make(chan msgs.ActionChunk, 8)
+	if err := r.bus.Subscribe(Topic{Name: p.Actions.Topic, Type: msgs.TypeActionChunk}, func(b []byte) {
+		var c msgs.ActionChunk
+		if err := c.UnmarshalCDR(b); err != nil {
+			t.Error(err)
+		}
+		robot <- c
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.Configure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.Activate(); err != nil {
+		t.Fatal(err)
+	}
+	r.send(makeInputs(tinyDims(), 1, time.Unix(1_700_000_000, 0)))
+	m := r.chunk()
+	select {
+	case c := <-robot:
+		last := len(c.Actions[0].Values) - 1
+		if c.Seq != m.Seq || c.Actions[0].Values[last] != -m.Actions[0].Values[last] {
+			t.Errorf("executable chunk %d gripper %v; model chunk %d gripper %v", c.Seq, c.Actions[0].Values[last], m.Seq, m.Actions[0].Values[last])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no executable chunk from the managed node")
 	}
 }
