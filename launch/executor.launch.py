@@ -42,6 +42,14 @@ PARAMETERS = [
     ("qos.action.durability", "volatile or transient_local"),
     ("qos.action.history", "keep_last or keep_all"),
     ("qos.action.depth", "queue depth of keep_last"),
+    # control outputs and the hold input (docs/robot.md)
+    ("output.type", "message type of the output on topics.action: stamped_action (StampedAction per period), joint_trajectory (the remaining actions as a JointTrajectory when the chunk changes), float64_multi_array (one per period) or twist_stamped (the 6-D delta / dt per period)"),
+    ("output.joint_names", "joint_trajectory's joint names, comma-separated, one per output dimension"),
+    ("output.frame_id", "frame_id of the joint_trajectory's and twist_stamped's header (empty = the chunk's)"),
+    ("output.gripper_topic", "std_msgs/Float64 topic of the gripper dimension, one per period (empty = none; the main output then carries the other dimensions)"),
+    ("output.gripper_dim", "the gripper's dimension (-1 = the last)"),
+    ("topics.hold", "std_msgs/Bool input: true holds the robot (hold_mode) until false (empty = no hold input)"),
+    ("hold_mode", "while held: hold (keep commanding the last action; a zero twist for twist_stamped) or stop (publish nothing)"),
     ("shutdown_grace", "seconds, in [0.01, 3600], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once"),
     ("use_sim_time", "standard ROS parameter: true puts the executor's clock, its control instants and its diagnostics period on /clock"),
 ]

@@ -140,6 +140,27 @@ func samples() []sample {
 			Held:       true,
 		}, func() cdrMessage { return &msgs.StampedAction{} }},
 		{"stamped_action_empty", &msgs.StampedAction{}, func() cdrMessage { return &msgs.StampedAction{} }},
+		{"joint_trajectory", &msgs.JointTrajectory{
+			Header:     msgs.Header{Stamp: msgs.Time{Sec: 1700000005, Nanosec: 250000000}, FrameID: "base_link"},
+			JointNames: []string{"joint1", "joint2", "gripper"},
+			Points: []msgs.JointTrajectoryPoint{
+				{Positions: []float64{0.5, -0.25, 1}},
+				{Positions: []float64{0.625, -0.125, -1}, Velocities: []float64{0.1}, Effort: []float64{2.5}, TimeFromStart: msgs.Duration{Nanosec: 50000000}},
+				{TimeFromStart: msgs.Duration{Sec: 1, Nanosec: 600000000}},
+			},
+		}, func() cdrMessage { return &msgs.JointTrajectory{} }},
+		{"joint_trajectory_empty", &msgs.JointTrajectory{}, func() cdrMessage { return &msgs.JointTrajectory{} }},
+		{"float64_multi_array", &msgs.Float64MultiArray{
+			Layout: msgs.MultiArrayLayout{Dim: []msgs.MultiArrayDimension{{Label: "action", Size: 7, Stride: 7}}},
+			Data:   []float64{0.5, -0.25, 0.125, 0, -1.5, 2, 0.0625},
+		}, func() cdrMessage { return &msgs.Float64MultiArray{} }},
+		{"float64_multi_array_empty", &msgs.Float64MultiArray{}, func() cdrMessage { return &msgs.Float64MultiArray{} }},
+		{"twist_stamped", &msgs.TwistStamped{
+			Header: msgs.Header{Stamp: msgs.Time{Sec: 1700000006, Nanosec: 1}, FrameID: "tool0"},
+			Twist:  msgs.Twist{Linear: msgs.Vector3{X: 0.5, Y: -0.25, Z: 0.125}, Angular: msgs.Vector3{Y: -1.5, Z: 2}},
+		}, func() cdrMessage { return &msgs.TwistStamped{} }},
+		{"float64", &msgs.Float64{Data: -0.75}, func() cdrMessage { return &msgs.Float64{} }},
+		{"bool_true", &msgs.Bool{Data: true}, func() cdrMessage { return &msgs.Bool{} }},
 		{"key_value", &msgs.KeyValue{Key: "fps", Value: "30.0"}, func() cdrMessage { return &msgs.KeyValue{} }},
 		{"diagnostic_status", ptr(statusWarn()), func() cdrMessage { return &msgs.DiagnosticStatus{} }},
 		{"diagnostic_array", &msgs.DiagnosticArray{

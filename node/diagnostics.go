@@ -63,6 +63,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	newRejects := s.TotalRejected() - prev.TotalRejected()
 	newLost := lost(s) - lost(prev)
 	newStale := s.Stale - prev.Stale
+	newRefused := s.TotalRefused() - prev.TotalRefused()
 	switch {
 	case state == StateSelfTestFailed:
 		level, message = msgs.LevelError, "self-test "+st.String()
@@ -72,7 +73,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		level, message = msgs.LevelError, "backend "+backend
 	case state != StateActive:
 		message = string(state)
-	case newRejects > 0 || newLost > 0 || newStale > 0 || s.Failed > prev.Failed:
+	case newRejects > 0 || newLost > 0 || newStale > 0 || newRefused > 0 || s.Failed > prev.Failed:
 		level = msgs.LevelWarn
 		var parts []string
 		if newRejects > 0 {
@@ -86,6 +87,9 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		}
 		if d := s.Failed - prev.Failed; d > 0 {
 			parts = append(parts, fmt.Sprintf("%d chunks failed", d))
+		}
+		if newRefused > 0 {
+			parts = append(parts, fmt.Sprintf("%d chunks refused by the action limits", newRefused))
 		}
 		message = strings.Join(parts, ", ") + " since the last report"
 	case s.Out == 0:
@@ -129,6 +133,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	kv = append(kv, msgs.KeyValue{Key: "input_age_ms.last", Value: age})
 	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
 	kv = appendRTC(kv, p, s)
+	kv = appendActions(kv, p, s)
 	n.mu.Lock()
 	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(n.pairer.waiting())})
 	n.mu.Unlock()
@@ -139,6 +144,25 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 			Level: level, Name: DiagnosticName, Message: message, HardwareID: p.Backend, Values: kv,
 		}},
 	}
+}
+
+// appendActions reports the actions.* post-processing: its mode, the
+// chunks refused by reason and the executable chunks clamped.
+func appendActions(kv []msgs.KeyValue, p Params, s Snapshot) []msgs.KeyValue {
+	a := p.Actions.Post
+	if !a.Enabled() {
+		return append(kv, msgs.KeyValue{Key: "actions", Value: "off"})
+	}
+	kv = append(kv,
+		msgs.KeyValue{Key: "actions", Value: p.Actions.Topic},
+		msgs.KeyValue{Key: "actions.norm_mode", Value: a.Norm.String()},
+		msgs.KeyValue{Key: "actions.limits.mode", Value: a.Limits.Mode.String()},
+		msgs.KeyValue{Key: "actions.refused", Value: u(s.TotalRefused())},
+	)
+	for _, k := range slices.Sorted(maps.Keys(s.Refused)) {
+		kv = append(kv, msgs.KeyValue{Key: "actions.refused." + k, Value: u(s.Refused[k])})
+	}
+	return append(kv, msgs.KeyValue{Key: "actions.clamped", Value: u(s.RobotClamped)})
 }
 
 // lost counts the drops that mean a producer problem rather than load.

@@ -70,6 +70,9 @@ type Managed struct {
 
 	cur atomic.Pointer[Node] // node, for readers
 
+	robotMu sync.Mutex
+	robot   map[string]Publisher // executable-chunk publishers, by topic (managedTransport.Advertise)
+
 	pmu     sync.Mutex         // guards the fields below
 	p       Params             // the parameters the next configure uses
 	lastErr string             // why the last transition failed
@@ -376,6 +379,25 @@ func (t managedTransport) Advertise(topic Topic) (Publisher, error) {
 		return t.m.actions, nil
 	case t.m.cfg.Params.Topics.Diagnostics:
 		return t.m.diag, nil
+	}
+	if topic.Type == msgs.TypeActionChunk {
+		// The executable chunks (actions.*): created on the first
+		// configure that enables them (the parameters may enable them
+		// while unconfigured), then kept for the managed node's lifetime.
+		t.m.robotMu.Lock()
+		defer t.m.robotMu.Unlock()
+		if pub, ok := t.m.robot[topic.Name]; ok {
+			return pub, nil
+		}
+		pub, err := t.m.t.Advertise(topic)
+		if err != nil {
+			return nil, err
+		}
+		if t.m.robot == nil {
+			t.m.robot = map[string]Publisher{}
+		}
+		t.m.robot[topic.Name] = pub
+		return pub, nil
 	}
 	return nil, fmt.Errorf("node: managed node has no publisher %s", topic.Name)
 }

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
@@ -106,6 +107,13 @@ type Node struct {
 
 	actions Publisher
 	diag    Publisher
+
+	// The actions.* post-processing (nil when off) and its output.
+	post     *actions.Post
+	robot    Publisher
+	robotX   []float32
+	robotOut msgs.ActionChunk
+	robotBuf []byte
 
 	running       sync.Mutex                 // held by Run
 	startInactive bool                       // Config.StartInactive
@@ -225,6 +233,16 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 
 	if n.actions, err = t.Advertise(Topic{Name: p.Topics.Actions, Type: msgs.TypeActionChunk, QoS: p.QoS.Actions}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Actions, err)
+	}
+	if p.Actions.Post.Enabled() {
+		if n.post, err = actions.New(p.Actions.Post, d.ActionTokens, d.ActionDim); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		n.robotX = make([]float32, d.ActionTokens*d.ActionDim)
+		n.robotOut.Actions = make([]msgs.ActionRow, d.ActionTokens)
+		if n.robot, err = t.Advertise(Topic{Name: p.Actions.Topic, Type: msgs.TypeActionChunk, QoS: p.QoS.Actions}); err != nil {
+			return nil, fmt.Errorf("node: advertise %s: %w", p.Actions.Topic, err)
+		}
 	}
 	if n.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Diagnostics, err)

@@ -1,12 +1,14 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/internal/shutdown"
@@ -75,6 +77,10 @@ type Params struct {
 
 	DryRun bool // publish chunks flagged dry_run
 
+	// Actions is the post-processing of the actions for the robot
+	// (parameters actions.*; see docs/robot.md).
+	Actions ActionParams
+
 	SelfTest SelfTestParams
 
 	// UseSimTime puts the node's clock on /clock (rosgraph_msgs/Clock):
@@ -89,6 +95,110 @@ type Params struct {
 	// lifecycle set <node> configure` or a lifecycle manager.
 	Autostart bool
 }
+
+// --- actions.*: post-processing for the robot (issue 18) ---
+
+// ActionParams configures the post-processing stage (package actions):
+// un-normalisation, gripper, safety limits. When it is enabled the node
+// publishes the executable chunk on Topic besides the model's rows on
+// topics.actions, and refuses (publishes neither) a chunk over a limit in
+// refuse mode.
+type ActionParams struct {
+	Post  actions.Config
+	Topic string // output ActionChunk topic of the executable actions
+}
+
+// actionParamDefs declares the actions.* parameters.
+func actionParamDefs(str func(name, doc string, dst func(*Params) *string) paramDef,
+	boolean func(name, doc string, dst func(*Params) *bool) paramDef) []paramDef {
+	array := func(name, doc string, dst func(*Params) *[]float64) paramDef {
+		return paramDef{name, kindDoubleArray, doc, func(p *Params, v value) error {
+			for i, f := range v.fs {
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					return fmt.Errorf("value %d is %v; want finite numbers", i, f)
+				}
+			}
+			*dst(p) = append([]float64(nil), v.fs...)
+			return nil
+		}, func(p *Params) any { return append([]float64{}, *dst(p)...) }}
+	}
+	return []paramDef{
+		{"actions.norm_mode", kindStringOff, `un-normalisation of the model's rows for the robot, as upstream's normaliser: off, min/max, q01/q99, z-score, or constant bounds "a/b" (e.g. "-1/1")`, func(p *Params, v value) error {
+			if v.kind == valBool {
+				if v.b {
+					return fmt.Errorf("must be off, min/max, q01/q99, z-score or \"a/b\", got %s (YAML's true)", v.text)
+				}
+				v.s = "off"
+			}
+			m, err := actions.ParseMode(v.s)
+			if err != nil {
+				return err
+			}
+			p.Actions.Post.Norm = m
+			return nil
+		}, func(p *Params) any { return p.Actions.Post.Norm.String() }},
+		str("actions.stats_file", "the checkpoint's dataset_stats.json (required by min/max, q01/q99 and z-score)", func(p *Params) *string { return &p.Actions.Post.Stats }),
+		str("actions.stats_key", `the action key of dataset_stats.json ("default" for LIBERO)`, func(p *Params) *string { return &p.Actions.Post.Key }),
+		boolean("actions.stepwise", "use the stepwise_ statistics (one row per chunk row) instead of global_", func(p *Params) *bool { return &p.Actions.Post.Stepwise }),
+		{"actions.gripper.dim", kindInt, "the gripper's action dimension (-1 = the last)", func(p *Params, v value) error {
+			if v.i < -1 || v.i > 1<<16 {
+				return fmt.Errorf("must be -1 or in [0, %d], got %d", 1<<16, v.i)
+			}
+			p.Actions.Post.Gripper.Dim = int(v.i)
+			return nil
+		}, func(p *Params) any { return int64(p.Actions.Post.Gripper.Dim) }},
+		boolean("actions.gripper.affine", "after un-normalising, map the gripper g to 2g - 1 (upstream's 0 = close, 1 = open to [-1, 1])", func(p *Params) *bool { return &p.Actions.Post.Gripper.Affine }),
+		boolean("actions.gripper.invert", "then map the gripper g to -g (LIBERO's controller: -1 = open)", func(p *Params) *bool { return &p.Actions.Post.Gripper.Invert }),
+		boolean("actions.gripper.binarize", "then map the gripper g to sign(g)", func(p *Params) *bool { return &p.Actions.Post.Gripper.Binarize }),
+		array("actions.limits.min", "lower bound of the executable actions: one value or one per action dimension (empty = none)", func(p *Params) *[]float64 { return &p.Actions.Post.Limits.Min }),
+		array("actions.limits.max", "upper bound of the executable actions: one value or one per action dimension (empty = none)", func(p *Params) *[]float64 { return &p.Actions.Post.Limits.Max }),
+		array("actions.limits.max_step", "largest change of a dimension between consecutive actions, across chunk seams too: one value or one per action dimension (empty = none)", func(p *Params) *[]float64 { return &p.Actions.Post.Limits.MaxStep }),
+		{"actions.limits.mode", kindString, "a value over a limit: clamp (into the bounds, the step to max_step) or refuse (the chunk is not published)", func(p *Params, v value) error {
+			m, err := actions.ParseLimitMode(v.s)
+			if err != nil {
+				return err
+			}
+			p.Actions.Post.Limits.Mode = m
+			return nil
+		}, func(p *Params) any { return p.Actions.Post.Limits.Mode.String() }},
+		str("actions.topic", "output ActionChunk topic of the executable actions (published when any actions.* post-processing is set)", func(p *Params) *string { return &p.Actions.Topic }),
+	}
+}
+
+// validateActions checks the actions.* parameters against each other.
+func (p *Params) validateActions() error {
+	a := p.Actions
+	if a.Post.Norm.NeedsStats() && a.Post.Stats == "" {
+		return fmt.Errorf("parameter \"actions.stats_file\" must name the checkpoint's dataset_stats.json when actions.norm_mode is %s", a.Post.Norm)
+	}
+	if a.Post.Enabled() {
+		if strings.TrimSpace(a.Topic) == "" {
+			return errors.New("parameter \"actions.topic\" must not be empty")
+		}
+		if a.Topic == p.Topics.Actions {
+			return fmt.Errorf("parameters \"actions.topic\" and \"topics.actions\" name the same topic %q", a.Topic)
+		}
+	}
+	if len(a.Post.Limits.Min) != len(a.Post.Limits.Max) {
+		return fmt.Errorf("parameters \"actions.limits.min\" and \"actions.limits.max\" must have the same length, got %d and %d", len(a.Post.Limits.Min), len(a.Post.Limits.Max))
+	}
+	for i := range a.Post.Limits.Min {
+		if lo, hi := a.Post.Limits.Min[i], a.Post.Limits.Max[i]; lo > hi {
+			return fmt.Errorf("actions limit %d: need actions.limits.min <= actions.limits.max, got [%v, %v]", i, lo, hi)
+		}
+	}
+	return nil
+}
+
+// defaultActionParams is the post-processing's default: off.
+func defaultActionParams() ActionParams {
+	return ActionParams{
+		Post:  actions.Config{Norm: actions.Mode{Kind: actions.KindOff}, Key: "default", Gripper: actions.Gripper{Dim: -1}},
+		Topic: "robot_action_chunk",
+	}
+}
+
+// --- end of actions.* ---
 
 // HTPParams configures the QNN HTP backend.
 type HTPParams struct {
@@ -199,6 +309,7 @@ func DefaultParams() Params {
 		MaxInputAge:   time.Second,
 		ShutdownGrace: shutdown.DefaultGrace,
 		SelfTest:      SelfTestParams{MinCosine: 0.9999},
+		Actions:       defaultActionParams(),
 		Autostart:     true,
 	}
 }
@@ -456,6 +567,9 @@ func paramDefs() []paramDef {
 			p.SelfTest.MinCosine = v.f
 			return nil
 		}, func(p *Params) any { return p.SelfTest.MinCosine }},
+	)
+	defs = append(defs, actionParamDefs(str, boolean)...)
+	defs = append(defs,
 		boolean("use_sim_time", "standard ROS parameter: true puts the node's clock on /clock (stamps, input ages, stale checks, pairing timeouts); latencies stay on the monotonic clock", func(p *Params) *bool { return &p.UseSimTime }),
 		boolean("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager", func(p *Params) *bool { return &p.Autostart }),
 	)
@@ -561,5 +675,5 @@ func (p *Params) Validate() error {
 	if d := p.RTC.InferenceDelay; d != AutoDelay && (d < 0 || d > p.RTC.ExecutionHorizon) {
 		return fmt.Errorf("parameter \"rtc.inference_delay\" %d must be \"auto\" or in [0, rtc.execution_horizon = %d]: the delayed rows lie within the horizon", d, p.RTC.ExecutionHorizon)
 	}
-	return nil
+	return p.validateActions()
 }

@@ -67,6 +67,9 @@ type stats struct {
 	stale    uint64 // published flagged stale_input
 	clipped  uint64 // published with a clipped value
 
+	refused      map[string]uint64 // chunks refused by the actions.* limits, by reason
+	robotClamped uint64            // executable chunks published with a value clamped by the limits
+
 	denoise window
 	r2p     window // receive to publish
 	age     window // input age at publish
@@ -82,7 +85,23 @@ type stats struct {
 
 func newStats() *stats {
 	return &stats{in: map[string]uint64{}, rejected: map[Reason]uint64{}, dropped: map[Drop]uint64{},
-		rtcResets: map[RTCReset]uint64{}}
+		rtcResets: map[RTCReset]uint64{}, refused: map[string]uint64{}}
+}
+
+// refuse counts a chunk refused by the limits and returns the count of its
+// reason so far.
+func (s *stats) refuse(reason string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[reason]++
+	return s.refused[reason]
+}
+
+// clampedRobot counts an executable chunk published clamped.
+func (s *stats) clampedRobot() {
+	s.mu.Lock()
+	s.robotClamped++
+	s.mu.Unlock()
 }
 
 func (s *stats) received(topic string) {
@@ -178,6 +197,12 @@ type Snapshot struct {
 	Stale         uint64 // chunks published with stale_input
 	Clipped       uint64 // chunks published with a clipped value
 
+	// Refused counts the chunks the actions.* limits refused (published
+	// on neither topic), by reason; RobotClamped the executable chunks
+	// published with a value clamped by them.
+	Refused      map[string]uint64
+	RobotClamped uint64
+
 	Denoise          Quantiles
 	ReceiveToPublish Quantiles
 	InputAge         Quantiles
@@ -199,6 +224,15 @@ type Snapshot struct {
 func (s Snapshot) TotalRejected() uint64 {
 	var n uint64
 	for _, v := range s.Rejected {
+		n += v
+	}
+	return n
+}
+
+// TotalRefused sums the refused chunks over reasons.
+func (s Snapshot) TotalRefused() uint64 {
+	var n uint64
+	for _, v := range s.Refused {
 		n += v
 	}
 	return n
@@ -234,5 +268,6 @@ func (s *stats) snapshot() Snapshot {
 		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
 		RTCChunks: s.rtcChunks, RTCResets: maps.Clone(s.rtcResets),
 		RTCLastShift: s.rtcLastShift, RTCLastDelay: s.rtcLastDelay, RTCHasLast: s.rtcHasLast,
+		Refused: maps.Clone(s.refused), RobotClamped: s.robotClamped,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 )
@@ -150,6 +151,13 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	// Action i is for stamp + i*dt: those before the publish time are past.
 	m.Dt, m.InferenceDelay = n.p.ControlPeriod.Seconds(), uint32(ceilPeriods(age, n.p.ControlPeriod, d.ActionTokens))
 
+	// The executable actions, when post-processing is on: computed and
+	// checked before anything is published, so that a refused chunk goes
+	// out on neither topic.
+	robot, ok := n.postProcess(m, actions, p.kv.stamp)
+	if !ok {
+		return
+	}
 	buf, err := m.AppendCDR(n.outBuf[:0])
 	host.Encode = n.mono().Sub(monoPub)
 	n.host = host
@@ -158,6 +166,16 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		return
 	}
 	n.outBuf = buf
+	// The executable chunk first: whoever sees the chunk counted (Stats)
+	// finds it on both topics.
+	if robot != nil {
+		if err := robot.Publish(n.robotBuf); err != nil {
+			if c := n.stats.fail(); c == 1 || c%100 == 0 {
+				n.log.Errorf("chunk %d: publish %s: %v (%d failures so far)", seq, n.p.Actions.Topic, err, c)
+			}
+			return
+		}
+	}
 	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, stale, clipped, &n.rtc.plan); err != nil {
 		n.rtcDrop(RTCResetFailed)
 		if c := n.stats.fail(); c == 1 || c%100 == 0 {
@@ -169,6 +187,48 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	if seq == 0 {
 		n.log.Infof("first chunk published: denoise %.1f ms, receive to publish %.1f ms", ms(denoise), ms(r2p))
 	}
+}
+
+// postProcess runs the actions.* stage on the chunk m (whose rows are
+// rows): it fills and encodes the executable chunk and returns its
+// publisher, nil when the stage is off. ok is false when the chunk was
+// refused (counted and logged): nothing is to be published.
+func (n *Node) postProcess(m *msgs.ActionChunk, rows []float32, stamp time.Time) (Publisher, bool) {
+	if n.post == nil {
+		return nil, true
+	}
+	res, err := n.post.Apply(n.robotX, rows, stamp, n.p.ControlPeriod)
+	if err != nil {
+		reason := "error"
+		var r *actions.Refusal
+		if errors.As(err, &r) {
+			reason = r.Reason
+		}
+		if c := n.stats.refuse(reason); c == 1 || c%100 == 0 {
+			n.log.Warnf("chunk %d refused by the action limits, published on neither %s nor %s: %v (%d %q refusals so far, counted in %s)",
+				m.Seq, n.p.Topics.Actions, n.p.Actions.Topic, err, c, reason, n.p.Topics.Diagnostics)
+		}
+		return nil, false
+	}
+	r := &n.robotOut
+	rowsOut := r.Actions
+	*r = *m
+	r.Actions = rowsOut
+	d := n.dims.ActionDim
+	for i := range r.Actions {
+		r.Actions[i].Values = n.robotX[i*d : (i+1)*d]
+	}
+	r.Clipped = m.Clipped || res.Clamped
+	buf, err := r.AppendCDR(n.robotBuf[:0])
+	if err != nil {
+		n.backendFailed(context.Background(), m.Seq, fmt.Errorf("encode executable action chunk: %w", err))
+		return nil, false
+	}
+	n.robotBuf = buf
+	if res.Clamped {
+		n.stats.clampedRobot()
+	}
+	return n.robot, true
 }
 
 // rejectInput counts err as a rejected input and reports true when it is

@@ -198,6 +198,12 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 			return 0, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
+	post := p.Actions.Post.Enabled()
+	if post {
+		if err := w.AddTopic(p.Actions.Topic, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
+			return 0, fmt.Errorf("replay: make bag: %w", err)
+		}
+	}
 	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout, nil)
 	if err != nil {
 		return 0, err
@@ -249,6 +255,16 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 			return 0, fmt.Errorf("replay: make bag: %w", err)
 		}
 		count++
+		if post {
+			robot := pl.robotResults()
+			if len(robot) != k+1 || robot[k].chunk.Seq != out[k].chunk.Seq {
+				return 0, fmt.Errorf("replay: make bag: chunk %d: %d executable chunks on %s, want %d", k, len(robot), p.Actions.Topic, k+1)
+			}
+			if err := w.Write(p.Actions.Topic, robot[k].at, robot[k].data); err != nil {
+				return 0, fmt.Errorf("replay: make bag: %w", err)
+			}
+			count++
+		}
 	}
 	if err := pl.stop(); err != nil {
 		return 0, err

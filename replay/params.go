@@ -42,6 +42,7 @@ func ResolveTopics(p *node.Params, namespace string) error {
 		{"topics.context", &p.Topics.Context},
 		{"topics.actions", &p.Topics.Actions},
 		{"topics.diagnostics", &p.Topics.Diagnostics},
+		{"actions.topic", &p.Actions.Topic},
 	} {
 		switch name := *t.name; {
 		case name == "":

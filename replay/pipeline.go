@@ -72,6 +72,7 @@ type pipeline struct {
 
 	mu        sync.Mutex
 	out       []produced
+	robot     []produced // the executable chunks (actions.topic), when post-processing is on
 	diags     []published
 	undecoded int // published ActionChunks that did not decode
 }
@@ -94,6 +95,11 @@ func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log nod
 	}
 	if err := bus.Subscribe(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray}, pl.onDiagnostics); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if p.Actions.Post.Enabled() {
+		if err := bus.Subscribe(node.Topic{Name: p.Actions.Topic, Type: msgs.TypeActionChunk}, pl.onRobot); err != nil {
+			return nil, fmt.Errorf("replay: %w", err)
+		}
 	}
 	n, err := node.New(node.Config{Params: p, Logger: log, Now: pl.clock.Now, RTCPlan: plan}, b, bus)
 	if err != nil {
@@ -160,6 +166,27 @@ func (pl *pipeline) onAction(data []byte) {
 	case pl.wake <- struct{}{}:
 	default:
 	}
+}
+
+// onRobot keeps an executable chunk; the node publishes it before the
+// model's chunk, so it is here when onAction wakes the feeder.
+func (pl *pipeline) onRobot(data []byte) {
+	p := produced{published: published{data: data, at: pl.clock.Now()}}
+	err := p.chunk.UnmarshalCDR(data)
+	pl.mu.Lock()
+	if err != nil {
+		pl.undecoded++
+	} else {
+		pl.robot = append(pl.robot, p)
+	}
+	pl.mu.Unlock()
+}
+
+// robotResults returns the executable chunks published so far.
+func (pl *pipeline) robotResults() []produced {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return slices.Clone(pl.robot)
 }
 
 func (pl *pipeline) onDiagnostics(data []byte) {
@@ -234,6 +261,11 @@ func newCounts(before, after node.Snapshot) string {
 	}
 	if after.Failed > before.Failed {
 		parts = append(parts, "backend error")
+	}
+	for _, r := range slices.Sorted(maps.Keys(after.Refused)) {
+		if after.Refused[r] > before.Refused[r] {
+			parts = append(parts, "refused by the action limits: "+r)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

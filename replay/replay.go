@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -205,9 +206,17 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	}
 	prog.done(kvDone)
 
+	robot := pl.robotResults()
 	var errs []error
+	if o.Params.Actions.Post.Enabled() {
+		ex, err := compareExecutable(ctx, rec.Path, o.Params.Actions.Topic, robot)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		rep.Executable = ex
+	}
 	if o.Output != "" {
-		if err := writeOutput(o.Output, o.Params, rep, out, diags); err != nil {
+		if err := writeOutput(o.Output, o.Params, rep, out, robot, diags); err != nil {
 			errs = append(errs, err)
 		} else {
 			rep.Output = o.Output
@@ -270,7 +279,7 @@ func checkShapes(rec *Recording, d expert.Dims) error {
 }
 
 // writeOutput writes the produced chunks and the diagnostics to a new bag.
-func writeOutput(dir string, p node.Params, rep *Report, out []produced, diags []published) (err error) {
+func writeOutput(dir string, p node.Params, rep *Report, out, robot []produced, diags []published) (err error) {
 	w, err := bag.Create(dir, bag.WriterOptions{})
 	if err != nil {
 		return fmt.Errorf("replay: output bag: %w", err)
@@ -285,6 +294,11 @@ func writeOutput(dir string, p node.Params, rep *Report, out []produced, diags [
 	}
 	if err := w.AddTopic(p.Topics.Diagnostics, msgs.TypeDiagnosticArray, bagQoS(node.DiagnosticsQoS())); err != nil {
 		return fmt.Errorf("replay: output bag: %w", err)
+	}
+	if p.Actions.Post.Enabled() {
+		if err := w.AddTopic(p.Actions.Topic, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
+			return fmt.Errorf("replay: output bag: %w", err)
+		}
 	}
 	recordedAt := map[int64]time.Time{}
 	for _, row := range rep.Rows {
@@ -301,10 +315,83 @@ func writeOutput(dir string, p node.Params, rep *Report, out []produced, diags [
 			return fmt.Errorf("replay: output bag: %w", err)
 		}
 	}
+	for _, c := range robot {
+		at := c.at
+		if t, ok := recordedAt[stampTime(c.chunk.Header.Stamp).UnixNano()]; ok {
+			at = t
+		}
+		if err := w.Write(p.Actions.Topic, at, c.data); err != nil {
+			return fmt.Errorf("replay: output bag: %w", err)
+		}
+	}
 	for _, d := range diags {
 		if err := w.Write(p.Topics.Diagnostics, d.at, d.data); err != nil {
 			return fmt.Errorf("replay: output bag: %w", err)
 		}
 	}
 	return nil
+}
+
+// ExecutableReport compares the executable chunks (actions.topic) the
+// replay produced with those the bag recorded, by stamp.
+type ExecutableReport struct {
+	Topic     string
+	Produced  int     // executable chunks the node published
+	Recorded  int     // in the bag
+	Compared  int     // produced chunks with a recorded one of the same stamp
+	Identical int     // of which bit for bit equal rows
+	MaxAbsErr float64 // largest |produced - recorded| over the compared rows
+}
+
+// compareExecutable reads the bag's executable chunks on topic and
+// compares the produced ones with them.
+func compareExecutable(ctx context.Context, path, topic string, produced []produced) (*ExecutableReport, error) {
+	ex := &ExecutableReport{Topic: topic, Produced: len(produced)}
+	r, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: []string{topic}})
+	if err != nil {
+		return ex, fmt.Errorf("replay: open bag for %s: %w", topic, err)
+	}
+	defer r.Close()
+	recorded := map[int64][]float32{}
+	for m, err := range r.Messages(ctx) {
+		if err != nil {
+			return ex, fmt.Errorf("replay: read bag %s: %w", path, err)
+		}
+		if m.Topic != topic {
+			continue
+		}
+		var c msgs.ActionChunk
+		if err := c.UnmarshalCDR(m.Data); err != nil {
+			return ex, fmt.Errorf("replay: bag %s: a recorded %s message: %w", path, topic, err)
+		}
+		recorded[stampTime(c.Header.Stamp).UnixNano()] = flatRows(c)
+		ex.Recorded++
+	}
+	for _, p := range produced {
+		want, ok := recorded[stampTime(p.chunk.Header.Stamp).UnixNano()]
+		if !ok {
+			continue
+		}
+		got := flatRows(p.chunk)
+		ex.Compared++
+		same := len(got) == len(want)
+		for i := range min(len(got), len(want)) {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				same = false
+			}
+			ex.MaxAbsErr = math.Max(ex.MaxAbsErr, math.Abs(float64(got[i])-float64(want[i])))
+		}
+		if same {
+			ex.Identical++
+		}
+	}
+	return ex, nil
+}
+
+func flatRows(c msgs.ActionChunk) []float32 {
+	var out []float32
+	for _, r := range c.Actions {
+		out = append(out, r.Values...)
+	}
+	return out
 }

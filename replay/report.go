@@ -64,6 +64,10 @@ type Report struct {
 	MinCosine, MaxAbsErr float64 // the gate
 	Notes                []string
 	Output               string // the output bag folder, when written
+
+	// Executable compares the executable chunks (actions.*
+	// post-processing) with the bag's, when the parameters set it.
+	Executable *ExecutableReport
 }
 
 // buildReport matches produced chunks with recorded ones by stamp.
@@ -269,6 +273,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if tied := r.recordedTied(); tied > 0 {
 		ew.printf("rtc      %d recorded chunks tied to their predecessor, rebuilt from their rtc_ fields and the recorded previous chunk\n", tied)
 	}
+	if a := p.Actions.Post; a.Enabled() {
+		ew.printf("actions  -> %s: norm %s (%s, key %q, stepwise %v), gripper dim %d affine %v invert %v binarize %v, limits %s min %v max %v max_step %v\n",
+			p.Actions.Topic, a.Norm, a.Stats, a.Key, a.Stepwise, a.Gripper.Dim, a.Gripper.Affine, a.Gripper.Invert, a.Gripper.Binarize,
+			a.Limits.Mode, a.Limits.Min, a.Limits.Max, a.Limits.MaxStep)
+	}
 	gate := fmt.Sprintf("cosine >= %g", r.MinCosine)
 	if r.MaxAbsErr > 0 {
 		gate += fmt.Sprintf(" and max |err| <= %g", r.MaxAbsErr)
@@ -312,6 +321,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		ew.printf("latency  denoise p50 %.2f ms, p95 %.2f ms, max %.2f ms", msOf(s.Denoise.P50), msOf(s.Denoise.P95), msOf(s.Denoise.Max))
 		if rec := r.recordedDenoise(); len(rec) > 0 {
 			ew.printf("; recorded p50 %.2f ms, max %.2f ms", rec[len(rec)/2], rec[len(rec)-1])
+		}
+		ew.printf("\n")
+	}
+	if ex := r.Executable; ex != nil {
+		ew.printf("robot    %d executable chunks on %s, %d refused by the action limits", ex.Produced, ex.Topic, s.TotalRefused())
+		if ex.Recorded > 0 {
+			ew.printf("; of %d recorded: %d compared, %d bit for bit, largest max|err| %.3g (not gated: the model rows are)", ex.Recorded, ex.Compared, ex.Identical, ex.MaxAbsErr)
 		}
 		ew.printf("\n")
 	}

@@ -37,6 +37,7 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 	e.reported = s
 	jumps := slices.Clone(e.jumps)
 	stopped, starving, hasLast, dim, refusal := e.stopped, e.starving, e.hasLast, e.dim, e.lastRefusal
+	holding := e.holding
 	current := e.current
 	e.mu.Unlock()
 
@@ -44,6 +45,8 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 	switch {
 	case stopped:
 		state = "stopped"
+	case holding:
+		state = "held"
 	case !hasLast:
 		state = "waiting"
 	case starving:
@@ -55,6 +58,8 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 	switch {
 	case stopped:
 		level, message = msgs.LevelStale, "stopped"
+	case holding:
+		level, message = msgs.LevelWarn, fmt.Sprintf("held by %s (%s) until released", e.p.Topics.Hold, e.p.HoldMode)
 	case newDrops > 0 || newStarve > 0:
 		level = msgs.LevelWarn
 		var parts []string
@@ -103,6 +108,11 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 		msgs.KeyValue{Key: "last_refused", Value: refusal},
 		msgs.KeyValue{Key: "seams", Value: u(s.Seams)},
 		msgs.KeyValue{Key: "seams.gap", Value: u(s.SeamGaps)},
+		msgs.KeyValue{Key: "output", Value: string(e.p.Output.Type)},
+		msgs.KeyValue{Key: "hold", Value: strconv.FormatBool(holding)},
+		msgs.KeyValue{Key: "hold.count", Value: u(s.Holds)},
+		msgs.KeyValue{Key: "hold.instants", Value: u(s.HoldInstants)},
+		msgs.KeyValue{Key: "hold.refused", Value: u(s.HoldRefused)},
 	)
 	if len(jumps) == 0 {
 		kv = append(kv,

@@ -110,8 +110,8 @@ type Executor struct {
 	log   node.Logger
 	clock Clock
 
-	action Publisher
-	diag   Publisher
+	outp *output // the control output (output.go)
+	diag Publisher
 
 	running sync.Mutex // held by Run
 	stepMu  sync.Mutex // one Step at a time: it owns out and buf
@@ -123,6 +123,7 @@ type Executor struct {
 	last        msgs.StampedAction
 	hasLast     bool
 	starving    bool
+	holding     bool // the hold input is true
 	stopped     bool
 	lastRefusal string
 	st          Stats
@@ -132,7 +133,6 @@ type Executor struct {
 
 	// Step's buffers, reused: no allocation per control instant.
 	out msgs.StampedAction
-	buf []byte
 	agg []float64
 	cov []*chunk // guarded by mu
 }
@@ -151,7 +151,11 @@ type Stats struct {
 	SeamGaps    uint64 // of which the outgoing chunk no longer covered the instant
 	Dropped     map[DropReason]uint64
 	MaxSeamJump float64 // since start
-	ChunksHeld  int     // chunks held now
+
+	Holds        uint64 // times the hold input became true
+	HoldInstants uint64 // control instants spent held by it
+	HoldRefused  uint64 // hold messages that did not decode
+	ChunksHeld   int    // chunks held now
 }
 
 // TotalDropped sums the drops over reasons.
@@ -182,14 +186,21 @@ func New(cfg Config, t node.Transport) (*Executor, error) {
 	}
 	e.st.Dropped = map[DropReason]uint64{}
 	var err error
-	if e.action, err = t.Advertise(node.Topic{Name: p.Topics.Action, Type: msgs.TypeStampedAction, QoS: p.QoS.Action}); err != nil {
-		return nil, fmt.Errorf("executor: advertise %s: %w", p.Topics.Action, err)
+	if e.outp, err = newOutput(p, t); err != nil {
+		return nil, err
 	}
 	if e.diag, err = t.Advertise(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: node.DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("executor: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
 	if err := t.Subscribe(node.Topic{Name: p.Topics.Chunks, Type: msgs.TypeActionChunk, QoS: p.QoS.Chunks}, e.onChunk); err != nil {
 		return nil, fmt.Errorf("executor: subscribe %s: %w", p.Topics.Chunks, err)
+	}
+	if p.Topics.Hold != "" {
+		// As a latched command would be sent: reliable, the last one kept.
+		q := node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile, History: node.HistoryKeepLast, Depth: 1}
+		if err := t.Subscribe(node.Topic{Name: p.Topics.Hold, Type: msgs.TypeBool, QoS: q}, e.onHold); err != nil {
+			return nil, fmt.Errorf("executor: subscribe %s: %w", p.Topics.Hold, err)
+		}
 	}
 	return e, nil
 }
@@ -364,6 +375,23 @@ func (e *Executor) Step(t time.Time) {
 	}
 	e.cov = covering
 	stamp := msgs.Time{Sec: int32(t.Unix()), Nanosec: uint32(t.Nanosecond())}
+	if e.holding {
+		// The hold input: nothing new is executed until it is released.
+		if !e.hasLast {
+			e.mu.Unlock()
+			return
+		}
+		e.st.HoldInstants++
+		e.current = nil // after the hold, the newest chunk starts afresh (no seam jump counted)
+		if e.p.HoldMode == HoldStop {
+			e.mu.Unlock()
+			return
+		}
+		e.heldAction(stamp)
+		e.mu.Unlock()
+		e.publish(nil, 0)
+		return
+	}
 	if len(covering) == 0 {
 		if !e.hasLast {
 			e.mu.Unlock()
@@ -378,13 +406,9 @@ func (e *Executor) Step(t time.Time) {
 			e.mu.Unlock()
 			return
 		}
-		e.out.Header.Stamp = stamp
-		e.out.Header.FrameID = e.last.Header.FrameID
-		e.out.Values = append(e.out.Values[:0], e.last.Values...)
-		e.out.ChunkSeq, e.out.Row, e.out.Aggregated = e.last.ChunkSeq, e.last.Row, e.last.Aggregated
-		e.out.Held = true
+		e.heldAction(stamp)
 		e.mu.Unlock()
-		e.publish(true)
+		e.publish(nil, 0)
 		return
 	}
 	e.starving = false
@@ -433,26 +457,40 @@ func (e *Executor) Step(t time.Time) {
 		}
 		e.out.Aggregated = uint32(len(covering))
 	}
+	rowIdx := int(newest.row(t, period))
 	e.mu.Unlock()
-	e.publish(false)
+	e.publish(newest, rowIdx)
 }
 
-// publish encodes and publishes e.out; the caller holds stepMu.
-func (e *Executor) publish(held bool) {
-	var err error
-	e.buf, err = e.out.AppendCDR(e.buf[:0])
-	if err == nil {
-		err = e.action.Publish(e.buf)
-	}
+// heldAction makes e.out the last action again, flagged held, for the
+// instant stamp; the caller holds mu.
+func (e *Executor) heldAction(stamp msgs.Time) {
+	e.out.Header.Stamp = stamp
+	e.out.Header.FrameID = e.last.Header.FrameID
+	e.out.Values = append(e.out.Values[:0], e.last.Values...)
+	e.out.ChunkSeq, e.out.Row, e.out.Aggregated = e.last.ChunkSeq, e.last.Row, e.last.Aggregated
+	e.out.Held = true
+}
+
+// publish sends e.out through the control output: cur and row are the
+// chunk and row it comes from, nil for a held action. The caller holds
+// stepMu.
+func (e *Executor) publish(cur *chunk, row int) {
+	held := cur == nil
+	sent, err := e.outp.emit(&e.out, cur, row)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
 		e.log.Warnf("publish %s: %v", e.p.Topics.Action, err)
 		return
 	}
-	e.st.Out++
-	if held {
-		e.st.Held++
+	// A joint_trajectory output publishes only when the chunk changes;
+	// the action is executed (and held from) all the same.
+	if sent {
+		e.st.Out++
+		if held {
+			e.st.Held++
+		}
 	}
 	e.last.Header = e.out.Header
 	e.last.Values = append(e.last.Values[:0], e.out.Values...)

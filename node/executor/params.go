@@ -63,14 +63,20 @@ type Params struct {
 	ShutdownGrace time.Duration
 
 	UseSimTime bool // the executor's clock is /clock: its control instants follow simulated time
+
+	// Output selects and configures the control output; HoldMode what the
+	// hold input does (output.go).
+	Output   OutputParams
+	HoldMode HoldMode
 }
 
 // Topics names the executor's topics. Relative names resolve in the
 // node's namespace; remapping applies on top.
 type Topics struct {
 	Chunks      string // ActionChunk input
-	Action      string // StampedAction output
+	Action      string // the output (StampedAction, or the output.type's message)
 	Diagnostics string
+	Hold        string // std_msgs/Bool hold input; empty = none
 }
 
 // TopicQoS holds the QoS of the executor's chunk and action topics
@@ -88,7 +94,9 @@ func DefaultParams() Params {
 		Aggregation:       AggregateLatest,
 		AggregationWeight: 0.7,
 		OnStarvation:      StarveHold,
-		Topics:            Topics{Chunks: "action_chunk", Action: "action", Diagnostics: "/diagnostics"},
+		Topics:            Topics{Chunks: "action_chunk", Action: "action", Diagnostics: "/diagnostics", Hold: "hold"},
+		Output:            OutputParams{Type: OutputStamped, GripperDim: -1},
+		HoldMode:          HoldRepeat,
 		QoS: TopicQoS{
 			// As the action expert publishes its chunks.
 			Chunks: node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile, History: node.HistoryKeepLast, Depth: 5},
@@ -209,11 +217,12 @@ func paramDefs() []paramDef {
 			return nil
 		}, func(p *Params) any { return int64(p.ActionDim) }},
 		stringDef("topics.action_chunk", "input ActionChunk topic", func(p *Params) *string { return &p.Topics.Chunks }),
-		stringDef("topics.action", "output StampedAction topic", func(p *Params) *string { return &p.Topics.Action }),
+		stringDef("topics.action", "output topic: StampedAction, or the message of output.type", func(p *Params) *string { return &p.Topics.Action }),
 		stringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
 	}
 	defs = append(defs, qosDefs("qos.action_chunk.", func(p *Params) *node.QoS { return &p.QoS.Chunks })...)
 	defs = append(defs, qosDefs("qos.action.", func(p *Params) *node.QoS { return &p.QoS.Action })...)
+	defs = append(defs, outputDefs()...)
 	defs = append(defs,
 		durationDef("shutdown_grace", fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once",
 			minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds()), minShutdownGrace, shutdown.MaxGrace,
@@ -333,5 +342,8 @@ func (p *Params) Validate() error {
 	if p.Topics.Chunks == p.Topics.Action {
 		return fmt.Errorf("parameters \"topics.action_chunk\" and \"topics.action\" name the same topic %q", p.Topics.Chunks)
 	}
-	return nil
+	if h := p.Topics.Hold; h != "" && (h == p.Topics.Chunks || h == p.Topics.Action || h == p.Topics.Diagnostics) {
+		return fmt.Errorf("parameter \"topics.hold\" %q is already another topic of the executor", h)
+	}
+	return p.validateOutput()
 }

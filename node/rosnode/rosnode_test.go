@@ -305,3 +305,21 @@ func TestUnknownMessageType(t *testing.T) {
 		}
 	}
 }
+
+// TestControlTypeSupport: the type support of every control output and of
+// the hold input loads by name from the ROS install, as the executor's
+// Advertise and Subscribe need it.
+func TestControlTypeSupport(t *testing.T) {
+	needROS(t)
+	for _, ty := range []string{msgs.TypeJointTrajectory, msgs.TypeFloat64MultiArray, msgs.TypeTwistStamped, msgs.TypeFloat64, msgs.TypeBool} {
+		pkg, name, _ := strings.Cut(ty, "/msg/")
+		ts, err := rclgo.LoadDynamicMessageTypeSupport(pkg, name)
+		if err != nil {
+			t.Errorf("%s: %v", ty, err)
+			continue
+		}
+		if ts.TypeSupport() == nil {
+			t.Errorf("%s: nil type support", ty)
+		}
+	}
+}

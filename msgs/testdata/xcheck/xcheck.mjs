@@ -191,6 +191,28 @@ export const samples = [
     held: true,
   }],
   ["stamped_action_empty", `${PKG}/StampedAction`, {}],
+  // The executor's control outputs and hold input (msgs/control.go).
+  ["joint_trajectory", "trajectory_msgs/JointTrajectory", {
+    header: { stamp: { sec: 1700000005, nanosec: 250000000 }, frame_id: "base_link" },
+    joint_names: ["joint1", "joint2", "gripper"],
+    points: [
+      { positions: [0.5, -0.25, 1], velocities: [], accelerations: [], effort: [], time_from_start: { sec: 0, nanosec: 0 } },
+      { positions: [0.625, -0.125, -1], velocities: [0.1], accelerations: [], effort: [2.5], time_from_start: { sec: 0, nanosec: 50000000 } },
+      { positions: [], velocities: [], accelerations: [], effort: [], time_from_start: { sec: 1, nanosec: 600000000 } },
+    ],
+  }],
+  ["joint_trajectory_empty", "trajectory_msgs/JointTrajectory", {}],
+  ["float64_multi_array", "std_msgs/Float64MultiArray", {
+    layout: { dim: [{ label: "action", size: 7, stride: 7 }], data_offset: 0 },
+    data: [0.5, -0.25, 0.125, 0, -1.5, 2, 0.0625],
+  }],
+  ["float64_multi_array_empty", "std_msgs/Float64MultiArray", {}],
+  ["twist_stamped", "geometry_msgs/TwistStamped", {
+    header: { stamp: { sec: 1700000006, nanosec: 1 }, frame_id: "tool0" },
+    twist: { linear: { x: 0.5, y: -0.25, z: 0.125 }, angular: { x: 0, y: -1.5, z: 2 } },
+  }],
+  ["float64", "std_msgs/Float64", { data: -0.75 }],
+  ["bool_true", "std_msgs/Bool", { data: true }],
   ["key_value", "diagnostic_msgs/KeyValue", { key: "fps", value: "30.0" }],
   ["diagnostic_status", "diagnostic_msgs/DiagnosticStatus", statusWarn],
   ["diagnostic_array", "diagnostic_msgs/DiagnosticArray", {

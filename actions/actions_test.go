@@ -1,0 +1,348 @@
+package actions
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type goldenCase struct {
+	Name     string `json:"name"`
+	Mode     string `json:"mode"`
+	Stepwise bool   `json:"stepwise"`
+	Gripper  *struct {
+		Affine, Invert, Binarize bool
+	} `json:"gripper"`
+	Limits *struct {
+		Min     []float64 `json:"min"`
+		Max     []float64 `json:"max"`
+		MaxStep []float64 `json:"max_step"`
+	} `json:"limits"`
+	Want []uint32 `json:"want"`
+}
+
+type goldenFile struct {
+	Tokens  int          `json:"tokens"`
+	Dim     int          `json:"dim"`
+	ZeroDim int          `json:"zero_dim"`
+	Y       []uint32     `json:"y"`
+	Cases   []goldenCase `json:"cases"`
+}
+
+const statsPath = "testdata/dataset_stats.json"
+
+func loadGolden(t *testing.T) goldenFile {
+	t.Helper()
+	data, err := os.ReadFile("testdata/golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g goldenFile
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) < 12 || len(g.Y) != g.Tokens*g.Dim {
+		t.Fatalf("golden.json: %d cases, %d inputs", len(g.Cases), len(g.Y))
+	}
+	return g
+}
+
+func floats(bits []uint32) []float32 {
+	out := make([]float32, len(bits))
+	for i, b := range bits {
+		out[i] = math.Float32frombits(b)
+	}
+	return out
+}
+
+// TestMatchesReference compares every mode (global and stepwise
+// statistics, constant bounds, the gripper steps, clamped limits) with the
+// NumPy transcription of the spec, bit for bit.
+func TestMatchesReference(t *testing.T) {
+	g := loadGolden(t)
+	y := floats(g.Y)
+	seen := map[Kind]bool{}
+	for _, c := range g.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			m, err := ParseMode(c.Mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[m.Kind] = true
+			cfg := Config{Norm: m, Stats: statsPath, Key: "default", Stepwise: c.Stepwise, Gripper: Gripper{Dim: -1}}
+			if c.Gripper != nil {
+				cfg.Gripper.Affine, cfg.Gripper.Invert, cfg.Gripper.Binarize = c.Gripper.Affine, c.Gripper.Invert, c.Gripper.Binarize
+			}
+			if c.Limits != nil {
+				cfg.Limits = Limits{Min: c.Limits.Min, Max: c.Limits.Max, MaxStep: c.Limits.MaxStep, Mode: LimitClamp}
+			}
+			p, err := New(cfg, g.Tokens, g.Dim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]float32, len(y))
+			res, err := p.Apply(dst, y, time.Unix(100, 0), 50*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Limits != nil && !res.Clamped {
+				t.Errorf("limits case: nothing reported clamped")
+			}
+			want := floats(c.Want)
+			bad := 0
+			for i := range want {
+				if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+					if bad++; bad <= 5 {
+						t.Errorf("action %d dim %d: got %v, reference %v", i/g.Dim, i%g.Dim, dst[i], want[i])
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d values differ", bad, len(want))
+			}
+		})
+	}
+	for _, k := range []Kind{KindMinMax, KindQ01Q99, KindZScore, KindConst} {
+		if !seen[k] {
+			t.Errorf("no golden case for mode kind %d", k)
+		}
+	}
+}
+
+// TestZeroRangeDimension: the stats' zero-range dimension is offset only
+// (x = y + lo), as the spec says, not scaled by 2/(tiny range).
+func TestZeroRangeDimension(t *testing.T) {
+	g := loadGolden(t)
+	for _, stepwise := range []bool{false, true} {
+		n, err := LoadNormalizer(statsPath, StatsSpec{Key: "default", Mode: Mode{Kind: KindMinMax}, Stepwise: stepwise}, g.Tokens, g.Dim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range n.Rows {
+			k := r*n.Dim + g.ZeroDim
+			if n.Scale[k] != 1 {
+				t.Errorf("stepwise %v row %d: zero-range dimension has scale %v, want 1", stepwise, r, n.Scale[k])
+			}
+		}
+		if n.Scale[0] == 1 {
+			t.Errorf("dimension 0 has scale 1: the range rule applied to a normal range")
+		}
+	}
+}
+
+func writeStats(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "dataset_stats.json")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestHostileStats: every bad file is refused with an error naming the key
+// and the problem.
+func TestHostileStats(t *testing.T) {
+	good7 := `[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]`
+	cases := []struct {
+		name, body, mode, key string
+		stepwise              bool
+		want                  []string
+	}{
+		{"missing key", `{"action": {"default": {}}}`, "min/max", "libero", false, []string{`action key "libero"`, `"default"`}},
+		{"no action", `{"state": {}}`, "min/max", "default", false, []string{`no "action"`}},
+		{"missing stat", `{"action": {"default": {"global_min": ` + good7 + `}}}`, "min/max", "default", false, []string{`"default"`, `"global_max"`}},
+		{"wrong dim", `{"action": {"default": {"global_min": [0, 1], "global_max": ` + good7 + `}}}`, "min/max", "default", false, []string{`"default"`, "global_min has 2 values; want 7"}},
+		{"wrong rows", `{"action": {"default": {"stepwise_min": [` + good7 + `], "stepwise_max": [` + good7 + `]}}}`, "min/max", "default", true, []string{`"default"`, "stepwise_min has 1 rows; want 32"}},
+		{"NaN", `{"action": {"default": {"global_min": [0, NaN, 0, 0, 0, 0, 0], "global_max": ` + good7 + `}}}`, "min/max", "default", false, []string{`"default"`, "global_min[1] is NaN"}},
+		{"Infinity", `{"action": {"default": {"global_mean": ` + good7 + `, "global_std": [1, 1, -Infinity, 1, 1, 1, 1]}}}`, "z-score", "default", false, []string{`"default"`, "global_std[2] is -Infinity"}},
+		{"string value", `{"action": {"default": {"global_min": [0, "x", 0, 0, 0, 0, 0], "global_max": ` + good7 + `}}}`, "min/max", "default", false, []string{"global_min[1] is x"}},
+		{"zero std", `{"action": {"default": {"global_mean": ` + good7 + `, "global_std": [1, 1, 1, 0, 1, 1, 1]}}}`, "z-score", "default", false, []string{`"default"`, "global_std[3] is 0", "positive std"}},
+		{"overflowing number", `{"action": {"default": {"global_min": [0, 1e999, 0, 0, 0, 0, 0], "global_max": ` + good7 + `}}}`, "min/max", "default", false, []string{"global_min[1]", "finite"}},
+		{"not json", `{"action": `, "min/max", "default", false, []string{"not a JSON object"}},
+		{"trailing data", `{"action": {}} {}`, "min/max", "default", false, []string{"after the JSON value"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := ParseMode(c.mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(Config{Norm: m, Stats: writeStats(t, c.body), Key: c.key, Stepwise: c.stepwise}, 32, 7)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("huge file", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "dataset_stats.json")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(MaxStatsFile + 1); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		_, err = New(Config{Norm: Mode{Kind: KindMinMax}, Stats: p, Key: "default"}, 32, 7)
+		if err == nil || !strings.Contains(err.Error(), "dataset_stats.json") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("folder", func(t *testing.T) {
+		_, err := New(Config{Norm: Mode{Kind: KindMinMax}, Stats: t.TempDir(), Key: "default"}, 32, 7)
+		if err == nil {
+			t.Fatal("a folder accepted as the stats file")
+		}
+	})
+	t.Run("no file", func(t *testing.T) {
+		_, err := New(Config{Norm: Mode{Kind: KindMinMax}, Key: "default"}, 32, 7)
+		if err == nil || !strings.Contains(err.Error(), "actions.stats_file") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestParseMode(t *testing.T) {
+	for _, s := range []string{"off", "min/max", "q01/q99", "z-score", "-1/1", "0/2.5"} {
+		m, err := ParseMode(s)
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		if m.String() != s {
+			t.Errorf("%q spelt back as %q", s, m.String())
+		}
+	}
+	for _, s := range []string{"", "minmax", "1/1", "2/1", "nan/1", "a/b", "-inf/1"} {
+		if _, err := ParseMode(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+}
+
+func chunk(tokens, dim int, f func(r, j int) float32) []float32 {
+	out := make([]float32, tokens*dim)
+	for r := range tokens {
+		for j := range dim {
+			out[r*dim+j] = f(r, j)
+		}
+	}
+	return out
+}
+
+// TestLimits: bounds and steps are clamped or refused as configured, the
+// step check spans the seam with the previous accepted chunk, and
+// non-finite values are always refused.
+func TestLimits(t *testing.T) {
+	const T, D = 4, 2
+	dt := 50 * time.Millisecond
+	t0 := time.Unix(10, 0)
+	flat := chunk(T, D, func(r, j int) float32 { return 0.1 })
+	over := chunk(T, D, func(r, j int) float32 {
+		if r == 2 && j == 1 {
+			return 5
+		}
+		return 0.1
+	})
+	newPost := func(mode LimitMode) *Post {
+		p, err := New(Config{Limits: Limits{Min: []float64{-1}, Max: []float64{1}, MaxStep: []float64{0.5}, Mode: mode}}, T, D)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("refuse bounds", func(t *testing.T) {
+		p := newPost(LimitRefuse)
+		dst := make([]float32, T*D)
+		_, err := p.Apply(dst, over, t0, dt)
+		r, ok := err.(*Refusal)
+		if !ok || r.Reason != ReasonStep || r.Row != 2 || r.Dim != 1 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("clamp", func(t *testing.T) {
+		p := newPost(LimitClamp)
+		dst := make([]float32, T*D)
+		res, err := p.Apply(dst, over, t0, dt)
+		if err != nil || !res.Clamped {
+			t.Fatalf("res %+v err %v", res, err)
+		}
+		for i, v := range dst {
+			if v < -1 || v > 1 {
+				t.Errorf("value %d = %v outside the bounds", i, v)
+			}
+			if i >= D && math.Abs(float64(v-dst[i-D])) > 0.5+1e-6 {
+				t.Errorf("value %d steps by %v", i, v-dst[i-D])
+			}
+		}
+		if dst[2*D+1] != 0.6 {
+			t.Errorf("the wild value became %v, want 0.1 + max_step", dst[2*D+1])
+		}
+	})
+	t.Run("bounds only refuse", func(t *testing.T) {
+		p, err := New(Config{Limits: Limits{Min: []float64{-1, -1}, Max: []float64{1, 2}, Mode: LimitRefuse}}, T, D)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = p.Apply(make([]float32, T*D), over, t0, dt)
+		if r, ok := err.(*Refusal); !ok || r.Reason != ReasonBounds || r.Limit != 2 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("seam", func(t *testing.T) {
+		p := newPost(LimitRefuse)
+		if _, err := p.Apply(make([]float32, T*D), flat, t0, dt); err != nil {
+			t.Fatal(err)
+		}
+		jump := chunk(T, D, func(r, j int) float32 { return 0.9 })
+		// Two periods later: row 0 is the instant after the previous chunk's row 1.
+		_, err := p.Apply(make([]float32, T*D), jump, t0.Add(2*dt), dt)
+		if r, ok := err.(*Refusal); !ok || r.Reason != ReasonStep || r.Row != 0 {
+			t.Fatalf("seam jump of 0.8: got %v", err)
+		}
+		// A refused chunk is not the previous one: the same again refused.
+		if _, err := p.Apply(make([]float32, T*D), jump, t0.Add(2*dt), dt); err == nil {
+			t.Fatal("second seam jump accepted")
+		}
+		// Past the previous chunk's end there is no seam to check.
+		if _, err := p.Apply(make([]float32, T*D), jump, t0.Add(time.Duration(T+1)*dt), dt); err != nil {
+			t.Fatalf("after a gap: %v", err)
+		}
+	})
+	t.Run("non-finite", func(t *testing.T) {
+		p, err := New(Config{Gripper: Gripper{Dim: -1, Invert: true}}, T, D)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := append([]float32(nil), flat...)
+		bad[5] = float32(math.Inf(1))
+		_, err = p.Apply(make([]float32, T*D), bad, t0, dt)
+		if r, ok := err.(*Refusal); !ok || r.Reason != ReasonNonFinite || r.Row != 2 || r.Dim != 1 {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("bad config", func(t *testing.T) {
+		for _, l := range []Limits{
+			{Min: []float64{0}, Max: []float64{}},
+			{Min: []float64{1}, Max: []float64{0}},
+			{Min: []float64{0, 0, 0}, Max: []float64{1, 1, 1}},
+			{MaxStep: []float64{0}},
+			{MaxStep: []float64{math.NaN()}},
+		} {
+			if _, err := New(Config{Limits: l}, T, D); err == nil {
+				t.Errorf("%+v accepted", l)
+			}
+		}
+		if _, err := New(Config{Gripper: Gripper{Dim: 2, Affine: true}}, T, D); err == nil {
+			t.Error("gripper dimension 2 of 2 accepted")
+		}
+	})
+}
