@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/regfile"
 )
 
 //go:embed tiny/*.npz tiny/*.safetensors tiny/config.json
@@ -103,19 +104,12 @@ type Case struct {
 // the members the case needs are inflated, each bounded by the size its
 // header declares (see Parse).
 func Load(ctx context.Context, path string) (*Case, error) {
-	f, err := os.Open(path)
+	f, size, err := regfile.Open(path, "an .npz golden file")
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("golden: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("golden: %s is not a regular file (mode %v), want an .npz file", path, st.Mode())
-	}
-	return read(ctx, path, f, st.Size())
+	return read(ctx, path, f, size)
 }
 
 // LoadTiny reads one of the embedded tiny cases (see TinyCases).

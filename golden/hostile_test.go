@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fastwam/actionexpert/golden"
@@ -171,6 +172,22 @@ func TestHostileArchives(t *testing.T) {
 		{"missing array", append(append([]npztest.Member(nil), base[:3]...), base[4:]...), `array "video_values" is missing`},
 		{"present but not .npy", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("not an array at all")}),
 			`array "video_values" (member "video_values.npy") is present but unreadable: not an .npy array (no \x93NUMPY magic)`},
+		{"7-byte member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPY\x01")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: truncated .npy preamble: 7 of 8 bytes`},
+		{"6-byte member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPY")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: truncated .npy preamble: 6 of 8 bytes`},
+		{"3-byte member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NU")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: truncated .npy preamble: 3 of 8 bytes`},
+		{"7 bytes, not the magic", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPX\x01")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: not an .npy array (no \x93NUMPY magic)`},
+		{"empty member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte{}}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: not an .npy array (no \x93NUMPY magic)`},
+		{"9-byte member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPY\x01\x00\x10")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: truncated .npy header length: unexpected EOF`},
+		{"11-byte version 2 member", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPY\x02\x00\x10\x00\x00")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: truncated .npy header length: unexpected EOF`},
+		{"header cut short", with(base, npztest.Member{Name: "video_values.npy", Data: []byte("\x93NUMPY\x01\x00\x10\x00{'de")}),
+			`array "video_values" (member "video_values.npy") is present but unreadable: .npy header declares 16 bytes, only 4 present: unexpected EOF`},
 		{"bad version", with(base, npztest.Member{Name: "video_values.npy", Data: append([]byte("\x93NUMPY\x04\x00"), base[3].Data[8:]...)}),
 			`array "video_values" (member "video_values.npy") is present but unreadable: .npy format version 4.0, want 1.0, 2.0 or 3.0`},
 		{"header not a dict", with(base, npztest.Member{Name: "context.npy", Data: header("['descr', '<f4']", nil)}),
@@ -352,7 +369,85 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("cancelled at check %d: %v", i, err)
 		}
 	}
-	if _, err := golden.Load(t.Context(), t.TempDir()); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+	dir := t.TempDir()
+	if _, err := golden.Load(t.Context(), dir); err == nil || err.Error() != "golden: "+dir+" is a folder, want an .npz golden file: not a regular file" {
 		t.Errorf("directory: %v", err)
+	}
+	// A FIFO would block os.Open until a writer came; it is refused at once.
+	fifo := filepath.Join(dir, "golden.npz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := golden.Load(t.Context(), fifo); err == nil || err.Error() != "golden: "+fifo+" is a named pipe (FIFO), want an .npz golden file: not a regular file" {
+		t.Errorf("FIFO: %v", err)
+	}
+}
+
+// zipEdit builds the small golden archive and changes one header field of
+// member name in its raw bytes: the local file header's copy of the name,
+// or the general-purpose flags of both headers.
+func zipEdit(t *testing.T, name string, edit func(img []byte, local, central int)) []byte {
+	t.Helper()
+	img := archive(t, members(t, small()))
+	find := func(sig string, nameAt, lenAt int) int {
+		for at := 0; ; at += 4 {
+			next := bytes.Index(img[at:], []byte(sig))
+			if next < 0 {
+				t.Fatalf("no %q header for %s", sig, name)
+			}
+			at += next
+			n := int(img[at+lenAt]) | int(img[at+lenAt+1])<<8
+			if string(img[at+nameAt:min(at+nameAt+n, len(img))]) == name {
+				return at
+			}
+		}
+	}
+	local, central := find("PK\x03\x04", 30, 26), find("PK\x01\x02", 46, 28)
+	edit(img, local, central)
+	return img
+}
+
+// TestZipHeaders covers members Python's zipfile refuses and archive/zip
+// reads: a local header naming another member than the central directory,
+// and an encrypted entry; needed ones fail the load, unneeded ones are
+// skipped with the reason.
+func TestZipHeaders(t *testing.T) {
+	renamed := func(img []byte, local, _ int) { copy(img[local+30:], "timestex") }
+	encrypted := func(img []byte, local, central int) { img[local+6] |= 1; img[central+8] |= 1 }
+	for _, tc := range []struct {
+		name string
+		img  []byte
+		want string
+	}{
+		{"local name differs", zipEdit(t, "timestep.npy", renamed),
+			`golden: hostile.npz: array "timestep" (member "timestep.npy") is present but unreadable: the zip entry's local header names "timestex.npy", the central directory "timestep.npy"; refusing the ambiguous member (Python's zipfile does too)`},
+		{"encrypted", zipEdit(t, "context.npy", encrypted),
+			`golden: hostile.npz: array "context" (member "context.npy") is present but unreadable: the zip entry is encrypted (general-purpose flag bit 0 set); numpy cannot read it without a password, and neither can this reader`},
+	} {
+		if _, err := golden.Parse(t.Context(), "hostile.npz", tc.img); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v\nwant %s", tc.name, err, tc.want)
+		}
+	}
+	// The same edits on a member the case does not need.
+	ms := append(members(t, small()), members(t, []npztest.Array{{Name: "extra", Shape: []int{2}, Data: []float32{1, 2}}})...)
+	img := archive(t, ms)
+	for _, tc := range []struct {
+		edit func([]byte, int, int)
+		want string
+	}{
+		{func(img []byte, local, c int) { copy(img[local+30:], "extrb") }, `extra: the zip entry's local header names "extrb.npy", the central directory "extra.npy"`},
+		{encrypted, "extra: the zip entry is encrypted"},
+	} {
+		b := bytes.Clone(img)
+		local := bytes.LastIndex(b[:bytes.Index(b, []byte("PK\x01\x02"))], []byte("PK\x03\x04"))
+		central := bytes.LastIndex(b, []byte("PK\x01\x02"))
+		tc.edit(b, local, central)
+		c, err := golden.Parse(t.Context(), "extra.npz", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Skipped) != 1 || !strings.HasPrefix(c.Skipped[0], tc.want) || len(c.Extra) != 0 {
+			t.Errorf("skipped %q, extras %v, want %q", c.Skipped, c.Extra, tc.want)
+		}
 	}
 }

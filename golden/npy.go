@@ -57,7 +57,9 @@ func (h *npyHeader) dataBytes() int64 { return h.count * int64(h.dtype.size) }
 func readNPYHeader(r io.Reader) (*npyHeader, error) {
 	var pre [8]byte
 	if n, err := io.ReadFull(r, pre[:]); err != nil {
-		if n < len(npyMagic) || string(pre[:len(npyMagic)]) != npyMagic[:n] {
+		// A short image is an .npy one cut short only when what it holds
+		// of the magic (all six bytes, or fewer) matches.
+		if m := min(n, len(npyMagic)); m == 0 || string(pre[:m]) != npyMagic[:m] {
 			return nil, errNotNPY
 		}
 		return nil, fmt.Errorf("truncated .npy preamble: %d of 8 bytes", n)

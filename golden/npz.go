@@ -3,10 +3,12 @@ package golden
 import (
 	"archive/zip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -22,21 +24,37 @@ const maxDeflateRatio = 1032
 type archive struct {
 	name    string
 	size    int64
+	rec     *lastRead
 	members map[string]*zip.File // by array name (the member name without .npy)
 	order   []string             // array names in archive order
+}
+
+// lastRead is an io.ReaderAt that remembers where its last read started.
+// File.DataOffset reads a member's local header at the offset the central
+// directory gives (plus any prefix before the archive), which archive/zip
+// keeps to itself; this is how the reader learns that offset.
+type lastRead struct {
+	r        io.ReaderAt
+	off, len int64
+}
+
+func (l *lastRead) ReadAt(p []byte, off int64) (int, error) {
+	l.off, l.len = off, int64(len(p))
+	return l.r.ReadAt(p, off)
 }
 
 // openArchive indexes the members of an .npz image of size bytes. Nothing
 // is inflated; a name held by two members is refused.
 func openArchive(name string, r io.ReaderAt, size int64) (*archive, error) {
-	z, err := zip.NewReader(r, size)
+	rec := &lastRead{r: r}
+	z, err := zip.NewReader(rec, size)
 	if errors.Is(err, zip.ErrInsecurePath) {
 		err = nil // member names are only array names here, never paths
 	}
 	if err != nil {
 		return nil, fmt.Errorf("golden: %s is not a readable .npz archive: %w", name, err)
 	}
-	a := &archive{name: name, size: size, members: make(map[string]*zip.File, len(z.File))}
+	a := &archive{name: name, size: size, rec: rec, members: make(map[string]*zip.File, len(z.File))}
 	for _, f := range z.File {
 		key := strings.TrimSuffix(f.Name, ".npy")
 		if prev, dup := a.members[key]; dup {
@@ -72,6 +90,9 @@ func (a *archive) open(ctx context.Context, key string) (*array, error) {
 	if err := plausible(f, a.size); err != nil {
 		return nil, err
 	}
+	if err := a.localHeader(f); err != nil {
+		return nil, err
+	}
 	rc, err := f.Open()
 	if err != nil {
 		return nil, err
@@ -86,6 +107,51 @@ func (a *archive) open(ctx context.Context, key string) (*array, error) {
 			h.shape, h.dtype.descr, h.dataBytes(), max(have, 0), h.dataOff)
 	}
 	return &array{key: key, f: f, header: h}, nil
+}
+
+// localHeader checks what Python's zipfile checks of a member before it
+// reads it: the entry is not encrypted (general-purpose flag bit 0), and
+// its local file header names the member the central directory names.
+// archive/zip checks neither; a member whose two names differ is read by
+// one tool under one name and by another under the other.
+func (a *archive) localHeader(f *zip.File) error {
+	if f.Flags&1 != 0 {
+		return fmt.Errorf("the zip entry is encrypted (general-purpose flag bit 0 set); numpy cannot read it without a password, and neither can this reader")
+	}
+	body, err := f.DataOffset() // reads the 30-byte local header, and records where
+	if err != nil {
+		return fmt.Errorf("the zip entry's local header is unreadable: %w", err)
+	}
+	at := a.rec.off
+	var fixed [30]byte
+	if a.rec.len != int64(len(fixed)) {
+		return fmt.Errorf("cannot locate the zip entry's local header (archive/zip read %d bytes at %d)", a.rec.len, at)
+	}
+	if _, err := a.rec.r.ReadAt(fixed[:], at); err != nil {
+		return fmt.Errorf("the zip entry's local header is unreadable: %w", err)
+	}
+	nameLen := int64(binary.LittleEndian.Uint16(fixed[26:]))
+	extraLen := int64(binary.LittleEndian.Uint16(fixed[28:]))
+	if at+30+nameLen+extraLen != body {
+		return fmt.Errorf("cannot locate the zip entry's local header (at %d, the data at %d)", at, body)
+	}
+	local := make([]byte, nameLen)
+	if _, err := a.rec.r.ReadAt(local, at+30); err != nil {
+		return fmt.Errorf("the zip entry's local header is unreadable: %w", err)
+	}
+	if string(local) != f.Name {
+		return fmt.Errorf("the zip entry's local header names %s, the central directory %q; refusing the ambiguous member (Python's zipfile does too)",
+			quoteName(local), f.Name)
+	}
+	return nil
+}
+
+// quoteName quotes a name from a header for a message, shortened when long.
+func quoteName(b []byte) string {
+	if len(b) > 120 {
+		return strconv.Quote(string(b[:120])) + "..."
+	}
+	return strconv.Quote(string(b))
 }
 
 // plausible checks a zip entry's sizes against the archive before anything

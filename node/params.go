@@ -638,8 +638,8 @@ func (p *Params) Validate() error {
 		{"topics.kv_cache", p.Topics.KVCache}, {"topics.context", p.Topics.Context},
 		{"topics.actions", p.Topics.Actions}, {"topics.diagnostics", p.Topics.Diagnostics},
 	} {
-		if strings.TrimSpace(t.v) == "" {
-			return fmt.Errorf("parameter %q must not be empty", t.name)
+		if err := rosparam.ValidateTopicName(t.v); err != nil {
+			return fmt.Errorf("parameter %q: %w", t.name, err)
 		}
 	}
 	if p.Topics.KVCache == p.Topics.Context {

@@ -143,6 +143,20 @@ func TestCommandLineErrors(t *testing.T) {
 	}
 }
 
+// TestTopicNameFromParamsFile: a YAML escape can put a NUL into a topic
+// name that no command line can; it is refused like any invalid name.
+func TestTopicNameFromParamsFile(t *testing.T) {
+	p := DefaultParams()
+	p.HTP.ContextBinary = "/m.bin"
+	if err := p.ApplyParamsYAML([]byte("/**:\n  ros__parameters:\n    topics:\n      kv_cache: \"kv\\0cache\"\n"), fqn); err != nil {
+		t.Fatal(err)
+	}
+	want := `parameter "topics.kv_cache": topic name "kv\x00cache" is not a valid ROS topic name: it holds "\x00" at byte 2`
+	if err := p.Validate(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("got %v, want %s...", err, want)
+	}
+}
+
 func TestValidateAcrossParameters(t *testing.T) {
 	base := []string{"-p", "htp.context_binary:=/m.bin"}
 	for _, c := range []struct {
@@ -153,7 +167,10 @@ func TestValidateAcrossParameters(t *testing.T) {
 		{[]string{"-p", "clip.min:=[-1]", "-p", "clip.max:=[1, 1]"}, "same length"},
 		{[]string{"-p", "clip.min:=[1]", "-p", "clip.max:=[-1]"}, "clip.min <= clip.max"},
 		{[]string{"-p", "topics.context:=video_kv_cache"}, "same topic"},
-		{[]string{"-p", "topics.actions:=' '"}, `"topics.actions" must not be empty`},
+		{[]string{"-p", "topics.actions:=' '"}, `parameter "topics.actions": topic name " " is not a valid ROS topic name: it holds " " at byte 0`},
+		{[]string{"-p", "topics.actions:=''"}, `parameter "topics.actions": topic name is empty`},
+		{[]string{"-p", "topics.context:=" + strings.Repeat("c", 248)}, `parameter "topics.context": topic name "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"... is 248 bytes long, more than the 247 rmw allows`},
+		{[]string{"-p", "topics.diagnostics:=/diag//x"}, `parameter "topics.diagnostics": topic name "/diag//x" is not a valid ROS topic name: it repeats '/' at byte 6`},
 		{[]string{"-p", "sync.timeout:=0"}, `"sync.timeout" must be positive`},
 	} {
 		_, err := LoadParams(ros(append(base, c.rules...)...), fqn)
@@ -251,6 +268,10 @@ func TestParamsFileErrors(t *testing.T) {
 		{"bad value", "/**:\n  ros__parameters:\n    backend: npu\n", []string{"line 3", `"backend"`, `got "npu"`}},
 		{"array of maps", "/**:\n  ros__parameters:\n    clip:\n      min: [{a: 1}]\n", []string{`"clip.min"`, "scalar"}},
 		{"bad structure for another node", "other:\n  ros__parameters:\n    x: [[1]]\n", []string{`"x"`, "scalar"}},
+		{"duplicate parameter", "/**:\n  ros__parameters:\n    steps: 4\n    steps: 8\n", []string{`line 4: the key "steps" appears twice in one map (first on line 3); refusing the ambiguous file`}},
+		{"duplicate section", "/**:\n  ros__parameters:\n    steps: 4\n/**:\n  ros__parameters:\n    steps: 8\n", []string{`line 4: the key "/**" appears twice in one map (first on line 1)`}},
+		{"duplicate in another node", "other:\n  ros__parameters:\n    x: 1\n    x: 2\n", []string{`line 4: the key "x" appears twice`}},
+		{"dotted and nested", "/**:\n  ros__parameters:\n    sync.timeout: 1.0\n    sync:\n      timeout: 2.0\n", []string{`line 5: /**: parameter "sync.timeout" is set twice in one section (first on line 3)`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeFile(t, c.text)

@@ -16,12 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
+	"github.com/fastwam/actionexpert/internal/regfile"
+	"github.com/fastwam/actionexpert/internal/strictjson"
 	"github.com/x448/float16"
 )
 
@@ -60,16 +61,11 @@ type File struct {
 
 // Open maps the file at path and validates its header.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, size, err := regfile.Open(path, "a safetensors weights file")
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
-	size := st.Size()
 	if size < 8 {
 		return nil, fmt.Errorf("safetensors: %s: file has %d bytes, too short for the 8-byte header length", path, size)
 	}
@@ -116,43 +112,116 @@ func parse(b []byte) (*File, error) {
 	if n > uint64(len(b)-8) {
 		return nil, fmt.Errorf("header length %d does not fit a %d-byte file: at most %d bytes follow the length (truncated or not safetensors)", n, len(b), len(b)-8)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b[8:8+n], &raw); err != nil {
+	f := &File{data: b[8+n:], tensors: map[string]Info{}}
+	// The header is walked in place: a value is decoded only after its size
+	// has been checked, and a key seen twice is refused (a JSON decoder
+	// would keep the last silently).
+	type member struct {
+		name string
+		raw  []byte // a slice of the header
+	}
+	var members []member
+	err := strictjson.Object(b[8:8+n], func(name string, raw []byte) error {
+		if name == "__metadata__" {
+			return f.readMetadata(raw)
+		}
+		members = append(members, member{name, raw})
+		return nil
+	})
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
 		return nil, fmt.Errorf("header is not a JSON object: %w", err)
 	}
-	f := &File{data: b[8+n:], tensors: make(map[string]Info, len(raw))}
-	if m, ok := raw["__metadata__"]; ok {
-		if err := json.Unmarshal(m, &f.metadata); err != nil {
-			return nil, fmt.Errorf("__metadata__ must map strings to strings: %w", err)
-		}
-		delete(raw, "__metadata__")
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	// Tensors are checked in name order so that a file with several
 	// problems always reports the same one.
-	names := make([]string, 0, len(raw))
-	for name := range raw {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	spans := make([]Info, 0, len(names))
-	for _, name := range names {
-		var e entry
-		if err := json.Unmarshal(raw[name], &e); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", name, err)
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
+	spans := make([]Info, 0, len(members))
+	for _, m := range members {
+		if len(m.raw) > maxEntry {
+			return nil, fmt.Errorf("tensor %q: its header entry is %d bytes, more than the %d a dtype, a shape of up to %d dimensions and two offsets take",
+				m.name, len(m.raw), maxEntry, maxRank)
 		}
-		info, err := check(name, e, int64(len(f.data)))
+		if err := strictjson.NoDuplicates(m.raw); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", m.name, err)
+		}
+		var e entry
+		if err := json.Unmarshal(m.raw, &e); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w", m.name, err)
+		}
+		info, err := check(m.name, e, int64(len(f.data)))
 		if err != nil {
 			return nil, err
 		}
-		f.tensors[name] = info
-		if info.Size > 0 {
-			spans = append(spans, info)
-		}
+		f.tensors[m.name] = info
+		spans = append(spans, info)
 	}
-	if err := checkOverlap(spans); err != nil {
+	if err := checkLayout(spans, int64(len(f.data))); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// MaxMetadataValue bounds each __metadata__ value, as written in the header
+// (escapes included). The configuration it carries is a few hundred bytes;
+// a configuration file beside the weights has the same bound.
+const MaxMetadataValue = 1 << 20
+
+// maxRank bounds a tensor's dimensions (numpy's NPY_MAXDIMS).
+const maxRank = 64
+
+// maxEntry bounds a tensor's header entry: its dtype, maxRank dimensions
+// of up to 20 digits, two offsets, and room for spaces.
+const maxEntry = 4096
+
+// readMetadata reads the header's __metadata__ object: strings to strings,
+// each value at most MaxMetadataValue bytes, no key twice.
+func (f *File) readMetadata(raw []byte) error {
+	f.metadata = map[string]string{}
+	err := strictjson.Object(raw, func(k string, v []byte) error {
+		if kind := strictjson.Kind(v); kind != "string" {
+			return fmt.Errorf("%q is a JSON %s, want a string", k, kind)
+		}
+		if len(v) > MaxMetadataValue {
+			return fmt.Errorf("%q is a %d-byte string, more than the %d bytes allowed for a metadata value", k, len(v), MaxMetadataValue)
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("%q: %w", k, err)
+		}
+		f.metadata[k] = s
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("__metadata__ must map strings to strings: %w", err)
+	}
+	return nil
+}
+
+// checkLayout checks that the tensors' byte ranges tile the data section,
+// as the format's reference implementation requires: no two share a byte,
+// no byte lies between two of them, and none follows the last. Zero-length
+// ranges hold no byte and sit anywhere inside the section.
+func checkLayout(spans []Info, dataLen int64) error {
+	spans = slices.DeleteFunc(spans, func(i Info) bool { return i.Size == 0 })
+	if err := checkOverlap(spans); err != nil {
+		return err
+	}
+	next, after := int64(0), "the start of the data section"
+	for _, s := range spans {
+		if s.Offset > next {
+			return fmt.Errorf("bytes [%d,%d) between %s and tensor %q belong to no tensor; the ranges must tile the data section",
+				next, s.Offset, after, s.Name)
+		}
+		next, after = s.Offset+s.Size, fmt.Sprintf("tensor %q", s.Name)
+	}
+	if next != dataLen {
+		return fmt.Errorf("%d trailing bytes [%d,%d) after %s belong to no tensor; the ranges must tile the data section",
+			dataLen-next, next, dataLen, after)
+	}
+	return nil
 }
 
 // checkOverlap reports the first two tensors whose byte ranges share a byte.
@@ -201,6 +270,9 @@ func check(name string, e entry, dataLen int64) (Info, error) {
 	}
 	if len(e.Offsets) != 2 {
 		return Info{}, fmt.Errorf("tensor %q: data_offsets must be [begin, end], got %v", name, e.Offsets)
+	}
+	if len(e.Shape) > maxRank {
+		return Info{}, fmt.Errorf("tensor %q: shape of %d dimensions, more than %d", name, len(e.Shape), maxRank)
 	}
 	numel := int64(1)
 	shape := make([]int, len(e.Shape))

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/regfile"
+	"github.com/fastwam/actionexpert/internal/strictjson"
 	"github.com/fastwam/actionexpert/safetensors"
 )
 
@@ -89,7 +90,7 @@ func readWeightsConfig(path string, data []byte) weightsConfig {
 	}
 	base := strings.TrimSuffix(path, filepath.Ext(path))
 	for _, p := range []string{base + ".json", filepath.Join(filepath.Dir(path), "config.json")} {
-		b, err := os.ReadFile(p)
+		b, err := regfile.ReadFile(p, "a configuration JSON file", cpu.MaxConfigBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -104,7 +105,7 @@ func readWeightsConfig(path string, data []byte) weightsConfig {
 
 func (wc *weightsConfig) parse(b []byte) bool {
 	var keys map[string]json.RawMessage
-	if json.Unmarshal(b, &keys) != nil || json.Unmarshal(b, &wc.cfg) != nil {
+	if strictjson.NoDuplicates(b) != nil || json.Unmarshal(b, &keys) != nil || json.Unmarshal(b, &wc.cfg) != nil {
 		return false
 	}
 	wc.keys = map[string]bool{}

@@ -209,7 +209,7 @@ func TestFIFOGoldenRefused(t *testing.T) {
 	go func() { done <- run(context.Background(), []string{"parity", "-golden", fifo}, &stdout, &stderr) }()
 	select {
 	case code := <-done:
-		if code != 1 || !strings.Contains(stderr.String(), "is not a regular file") {
+		if code != 1 || !strings.Contains(stderr.String(), "is a named pipe (FIFO), want an .npz golden file: not a regular file") {
 			t.Errorf("exit %d, stderr %q; want 1 and the golden refused as not a regular file", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/regfile"
+	"github.com/fastwam/actionexpert/internal/strictjson"
 	"github.com/fastwam/actionexpert/safetensors"
 )
 
@@ -458,12 +459,14 @@ func compareNames(a, b string) int {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// maxConfigFile bounds a configuration JSON read from beside the weights.
-const maxConfigFile = 1 << 20
+// MaxConfigBytes bounds a configuration JSON read from beside the weights;
+// the one carried in the weights' metadata has the same bound
+// (safetensors.MaxMetadataValue).
+const MaxConfigBytes = safetensors.MaxMetadataValue
 
 func findConfig(path string, f *safetensors.File) (Config, error) {
 	if js, ok := f.Metadata()[ConfigMetadataKey]; ok {
-		c, err := parseConfig([]byte(js))
+		c, err := readConfig([]byte(js))
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: metadata %s: %w", path, ConfigMetadataKey, err)
 		}
@@ -471,14 +474,14 @@ func findConfig(path string, f *safetensors.File) (Config, error) {
 	}
 	base := strings.TrimSuffix(path, filepath.Ext(path))
 	for _, p := range []string{base + ".json", filepath.Join(filepath.Dir(path), "config.json")} {
-		b, err := readBounded(p, maxConfigFile)
+		b, err := regfile.ReadFile(p, "a configuration JSON file", MaxConfigBytes)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return Config{}, fmt.Errorf("cpu: configuration: %w", err)
 		}
-		c, err := parseConfig(b)
+		c, err := readConfig(b)
 		if err != nil {
 			return Config{}, fmt.Errorf("%s: %w", p, err)
 		}
@@ -488,21 +491,14 @@ func findConfig(path string, f *safetensors.File) (Config, error) {
 		path, ConfigMetadataKey, filepath.Base(base))
 }
 
-// readBounded reads a file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// readConfig is parseConfig for a configuration that must not name a key
+// twice: a JSON decoder keeps the last copy silently, where another tool
+// may keep the first.
+func readConfig(b []byte) (Config, error) {
+	if err := strictjson.NoDuplicates(b); err != nil {
+		return Config{}, fmt.Errorf("cpu: configuration JSON: %w", err)
 	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than the %d bytes a configuration may have", path, limit)
-	}
-	return b, nil
+	return parseConfig(b)
 }
 
 // RandomWeights makes weights of the given configuration with a fixed

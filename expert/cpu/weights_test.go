@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fastwam/actionexpert/golden"
@@ -369,13 +370,67 @@ func TestConfigFileBesideIsBounded(t *testing.T) {
 	if err := os.WriteFile(p, image(t, nil, m, nil), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	big := append([]byte(`{"hidden_dim":64,`), make([]byte, maxConfigFile)...)
+	big := append([]byte(`{"hidden_dim":64,`), make([]byte, MaxConfigBytes)...)
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := LoadWeights(context.Background(), p, nil)
-	if err == nil || !strings.Contains(err.Error(), "config.json is larger than the 1048576 bytes a configuration may have") {
+	if err == nil || !strings.Contains(err.Error(), "config.json is 1048593 bytes, more than the 1048576 allowed for a configuration JSON file") {
 		t.Errorf("huge config.json: %v", err)
+	}
+}
+
+// TestWeightsFilesThatAreNotFiles: a FIFO given as the weights or found as
+// the configuration beside them is refused at once (os.Open would wait for
+// a writer forever).
+func TestWeightsFilesThatAreNotFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "w.safetensors")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadWeights(context.Background(), fifo, nil)
+	if want := "safetensors: " + fifo + " is a named pipe (FIFO), want a safetensors weights file: not a regular file"; err == nil || err.Error() != want {
+		t.Errorf("FIFO weights: got %v\nwant %s", err, want)
+	}
+	m, _ := tinyTensors(t)
+	p := filepath.Join(dir, "x.safetensors")
+	if err := os.WriteFile(p, image(t, nil, m, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "x.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadWeights(context.Background(), p, nil)
+	if want := "cpu: configuration: " + filepath.Join(dir, "x.json") + " is a named pipe (FIFO), want a configuration JSON file: not a regular file"; err == nil || err.Error() != want {
+		t.Errorf("FIFO config: got %v\nwant %s", err, want)
+	}
+}
+
+// TestDuplicateConfigKey: a configuration naming a key twice is refused,
+// in the metadata and beside the weights (a JSON decoder keeps the last
+// copy silently).
+func TestDuplicateConfigKey(t *testing.T) {
+	m, meta := tinyTensors(t)
+	tiny := meta[ConfigMetadataKey]
+	dup := strings.Replace(tiny, "{", `{"num_layers":1,`, 1)
+	md := maps.Clone(meta)
+	md[ConfigMetadataKey] = dup
+	_, err := ParseWeights(context.Background(), "dup.safetensors", image(t, md, m, nil), nil)
+	if want := `dup.safetensors: metadata fastwam_config: cpu: configuration JSON: the key "num_layers" appears twice in one object`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("metadata: got %v\nwant %s...", err, want)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "w.safetensors")
+	if err := os.WriteFile(p, image(t, nil, m, nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(dup), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadWeights(context.Background(), p, nil)
+	if want := filepath.Join(dir, "config.json") + `: cpu: configuration JSON: the key "num_layers" appears twice in one object`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("config.json: got %v\nwant %s...", err, want)
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/fastwam/actionexpert/internal/regfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -99,11 +99,15 @@ func ApplyRule[P any](p *P, set SetFunc[P], rule, nodeName string) error {
 	return set(p, name, v)
 }
 
+// MaxParamsFile bounds a params file: the node's own, every parameter with
+// its description, is about 6 KB.
+const MaxParamsFile = 1 << 20
+
 // ApplyParamsFile applies the sections of a ROS 2 params file that match
 // nodeName to *p (see ApplyParamsYAML); a file that fails leaves *p as it
 // was.
 func ApplyParamsFile[P any](p *P, set SetFunc[P], path, nodeName string) error {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, "a ROS 2 params file", MaxParamsFile)
 	if err != nil {
 		return fmt.Errorf("params file: %w", err)
 	}
@@ -127,6 +131,9 @@ func ApplyParamsYAML[P any](p *P, set SetFunc[P], data []byte, nodeName string) 
 	if len(bytes.TrimSpace(data)) == 0 || len(doc.Content) == 0 {
 		return errors.New("empty; expected <node name>: ros__parameters: {...}")
 	}
+	if err := uniqueKeys(&doc, 0); err != nil {
+		return err
+	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		return fmt.Errorf("line %d: expected a map of node names to ros__parameters", root.Line)
@@ -137,6 +144,35 @@ func ApplyParamsYAML[P any](p *P, set SetFunc[P], data []byte, nodeName string) 
 		return err
 	}
 	*p = q
+	return nil
+}
+
+// uniqueKeys refuses a map that holds a key twice, anywhere in the
+// document: YAML requires keys to be unique, and a reader that keeps the
+// first copy and one that keeps the last would configure the node
+// differently.
+func uniqueKeys(n *yaml.Node, depth int) error {
+	if depth > 2*maxNamespaceDepth+8 {
+		return fmt.Errorf("line %d: nested deeper than %d levels", n.Line, 2*maxNamespaceDepth+8)
+	}
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				continue
+			}
+			if line, dup := seen[k.Value]; dup {
+				return fmt.Errorf("line %d: the key %s appears twice in one map (first on line %d); refusing the ambiguous file", k.Line, short(k.Value), line)
+			}
+			seen[k.Value] = k.Line
+		}
+	}
+	for _, c := range n.Content {
+		if err := uniqueKeys(c, depth+1); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -184,7 +220,7 @@ func (w walker[P]) nodeMap(m *yaml.Node, path []string, depth int) error {
 			}
 			return fmt.Errorf("line %d: %s: ros__parameters must be a map", params.Line, key)
 		}
-		if err := w.paramMap(params, "", key, MatchNodeName(key, w.nodeName), 0); err != nil {
+		if err := w.paramMap(params, "", key, MatchNodeName(key, w.nodeName), 0, map[string]int{}); err != nil {
 			return err
 		}
 	}
@@ -193,7 +229,7 @@ func (w walker[P]) nodeMap(m *yaml.Node, path []string, depth int) error {
 
 // paramMap applies the parameters of a ros__parameters map; nested maps
 // prefix their keys with "name.".
-func (w walker[P]) paramMap(m *yaml.Node, prefix, section string, apply bool, depth int) error {
+func (w walker[P]) paramMap(m *yaml.Node, prefix, section string, apply bool, depth int, seen map[string]int) error {
 	if depth > maxNamespaceDepth {
 		return fmt.Errorf("line %d: %s: parameter names nest deeper than %d levels", m.Line, section, maxNamespaceDepth)
 	}
@@ -201,11 +237,15 @@ func (w walker[P]) paramMap(m *yaml.Node, prefix, section string, apply bool, de
 		k, v := m.Content[i], m.Content[i+1]
 		name := prefix + k.Value
 		if v.Kind == yaml.MappingNode {
-			if err := w.paramMap(v, name+".", section, apply, depth+1); err != nil {
+			if err := w.paramMap(v, name+".", section, apply, depth+1, seen); err != nil {
 				return err
 			}
 			continue
 		}
+		if line, dup := seen[name]; dup {
+			return fmt.Errorf("line %d: %s: parameter %s is set twice in one section (first on line %d); refusing the ambiguous file", k.Line, section, short(name), line)
+		}
+		seen[name] = k.Line
 		val, err := NodeValue(v)
 		if err != nil {
 			return fmt.Errorf("%s: parameter %q: %w", section, name, err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -100,6 +101,31 @@ func TestParamsFileIsAtomic(t *testing.T) {
 	if err := ApplyParamsFile(&p, setToy, filepath.Join(dir, "missing.yaml"), "/exec"); err == nil ||
 		!strings.HasPrefix(err.Error(), "params file: ") {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// TestParamsFileThatIsNotAFile: a FIFO as the params file is refused at
+// once (os.ReadFile would wait for a writer forever), and so is a file
+// above MaxParamsFile, before it is read.
+func TestParamsFileThatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "params.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var p toy
+	err := ApplyROSArgs(&p, setToy, []string{"--ros-args", "--params-file", fifo}, "/exec")
+	if want := "params file: " + fifo + " is a named pipe (FIFO), want a ROS 2 params file: not a regular file"; err == nil || err.Error() != want {
+		t.Errorf("FIFO: got %v\nwant %s", err, want)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	text := "/**:\n  ros__parameters:\n    name: \"" + strings.Repeat("n", MaxParamsFile) + "\"\n"
+	if err := os.WriteFile(big, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = ApplyParamsFile(&p, setToy, big, "/exec")
+	if want := fmt.Sprintf("params file: %s is %d bytes, more than the %d allowed for a ROS 2 params file", big, len(text), MaxParamsFile); err == nil || err.Error() != want {
+		t.Errorf("big: got %v\nwant %s", err, want)
 	}
 }
 

@@ -335,8 +335,8 @@ func (p *Params) Validate() error {
 	for _, t := range []struct{ name, v string }{
 		{"topics.action_chunk", p.Topics.Chunks}, {"topics.action", p.Topics.Action}, {"topics.diagnostics", p.Topics.Diagnostics},
 	} {
-		if strings.TrimSpace(t.v) == "" {
-			return fmt.Errorf("parameter %q must not be empty", t.name)
+		if err := rosparam.ValidateTopicName(t.v); err != nil {
+			return fmt.Errorf("parameter %q: %w", t.name, err)
 		}
 	}
 	if p.Topics.Chunks == p.Topics.Action {

@@ -63,7 +63,9 @@ func TestParamErrors(t *testing.T) {
 		"qos.action_chunk.depth:=0":    `must be in [1, 1000], got 0`,
 		"shutdown_grace:=0":            `must be a number of seconds in [0.01, `,
 		"contrl_period:=0.05":          `unknown parameter "contrl_period" of the executor (did you mean "control_period"?)`,
-		"topics.action:=":              `parameter "topics.action" must not be empty`,
+		"topics.action:=":              `parameter "topics.action": topic name is empty`,
+		"topics.action:=\"a\\0b\"":     `parameter "topics.action": topic name "a\x00b" is not a valid ROS topic name: it holds "\x00" at byte 1`,
+		"topics.action_chunk:=~chunk":  `parameter "topics.action_chunk": topic name "~chunk" is not a valid ROS topic name: '~' is not followed by '/' at byte 1`,
 		"topics.action:=action_chunk":  `name the same topic "action_chunk"`,
 		"diagnostics_period:=100":      `parameter "diagnostics_period": must be a number of seconds in [0.001, 60], got 100`,
 	} {
