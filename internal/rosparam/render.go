@@ -2,6 +2,7 @@ package rosparam
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,12 +16,14 @@ type Entry struct {
 }
 
 // ParamsYAML renders entries as a ROS 2 params file for the node key
-// nodeKey (for example "/**" or "fastwam_executor"): every parameter, in
-// the order given, grouped by its dotted prefix, with its description as a
-// comment. Reading it back with ApplyParamsYAML gives the same values. An
+// nodeKey (for example "/**" or "fastwam_executor"): every parameter,
+// grouped by its dotted prefix (each group once, where its first parameter
+// comes in the order given, so that no key appears twice in one map), with
+// its description as a comment. Reading it back with ApplyParamsYAML gives the same values. An
 // empty array is written as a comment, since ROS cannot type an empty YAML
 // sequence; so is a group holding only empty arrays.
 func ParamsYAML(nodeKey string, entries []Entry) []byte {
+	entries = grouped(entries)
 	live := map[string]bool{}
 	for _, e := range entries {
 		if FormatValue(e.Value) == "[]" {
@@ -62,6 +65,41 @@ func ParamsYAML(nodeKey string, entries []Entry) []byte {
 		fmt.Fprintf(&b, "%s%s: %s\n", in, leaf, text)
 	}
 	return []byte(b.String())
+}
+
+// grouped orders entries so that those sharing a dotted prefix are
+// contiguous, each group (and each entry within it) where it first
+// appears: a stable sort on the first index of every prefix of the name.
+func grouped(entries []Entry) []Entry {
+	first := map[string]int{}
+	for i, e := range entries {
+		for j := 0; j < len(e.Name); j++ {
+			if e.Name[j] == '.' {
+				if _, ok := first[e.Name[:j]]; !ok {
+					first[e.Name[:j]] = i
+				}
+			}
+		}
+	}
+	keys := make([][]int, len(entries))
+	for i, e := range entries {
+		for j := 0; j < len(e.Name); j++ {
+			if e.Name[j] == '.' {
+				keys[i] = append(keys[i], first[e.Name[:j]])
+			}
+		}
+		keys[i] = append(keys[i], i)
+	}
+	idx := make([]int, len(entries))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return slices.Compare(keys[a], keys[b]) })
+	out := make([]Entry, len(entries))
+	for i, k := range idx {
+		out[i] = entries[k]
+	}
+	return out
 }
 
 func indent(depth int) string { return strings.Repeat("  ", depth+2) }

@@ -204,3 +204,38 @@ func TestMatchNodeNameAndClosest(t *testing.T) {
 		t.Errorf("Closest of an unrelated name = %q", got)
 	}
 }
+
+// TestParamsYAMLGroupsOnce: parameters of one group that are not next to
+// each other in the list still render as one map key (a params file with
+// a key twice in one map is refused as ambiguous).
+func TestParamsYAMLGroupsOnce(t *testing.T) {
+	got := string(ParamsYAML("/**", []Entry{
+		{Name: "a", Doc: "a", Value: int64(1)},
+		{Name: "topics.in", Doc: "in", Value: "x"},
+		{Name: "b", Doc: "b", Value: int64(2)},
+		{Name: "topics.out", Doc: "out", Value: "y"},
+		{Name: "topics.deep.z", Doc: "z", Value: true},
+		{Name: "c.d", Doc: "d", Value: 1.5},
+	}))
+	want := `/**:
+  ros__parameters:
+    # a
+    a: 1
+    topics:
+      # in
+      in: "x"
+      # out
+      out: "y"
+      deep:
+        # z
+        z: true
+    # b
+    b: 2
+    c:
+      # d
+      d: 1.5
+`
+	if got != want {
+		t.Errorf("ParamsYAML:\n%s\nwant:\n%s", got, want)
+	}
+}
