@@ -2,9 +2,10 @@
 
 // Command fastwam_executor is the Fast-WAM chunk executor ROS 2 node. This
 // build has no ROS 2 support: the node needs rclgo, which compiles only
-// against a ROS 2 Humble installation. Rebuild it with the build tag:
+// against a ROS 2 installation (Jazzy or Humble; docs/ros2.md). Rebuild it
+// with the build tag:
 //
-//	source /opt/ros/humble/setup.bash
+//	source /opt/ros/jazzy/setup.bash    # or /opt/ros/humble
 //	go build -tags rclgo ./cmd/fastwam_executor
 //
 // The executor itself (package node/executor) runs without ROS on the

@@ -2,9 +2,10 @@
 
 // Command fastwam_node is the Fast-WAM action-expert ROS 2 node. This build
 // has no ROS 2 support: the node needs rclgo, which compiles only against a
-// ROS 2 Humble installation. Rebuild it with the build tag:
+// ROS 2 installation (Jazzy or Humble; docs/ros2.md). Rebuild it with the
+// build tag:
 //
-//	source /opt/ros/humble/setup.bash
+//	source /opt/ros/jazzy/setup.bash    # or /opt/ros/humble
 //	go build -tags rclgo ./cmd/fastwam_node
 package main
 

@@ -6,8 +6,8 @@
 // generated bindings), the mapping of the node's QoS to rclgo's, and a
 // node.Logger on the ROS node's logger (console and /rosout).
 //
-// It is built only with the build tag rclgo, and needs a ROS 2 Humble
-// installation (headers and libraries) to compile and to run; the message
+// It is built only with the build tag rclgo, and needs a ROS 2 installation,
+// Jazzy or Humble (headers and libraries), to compile and to run; the message
 // package fastwam_action_expert must be built and its install sourced.
 package rosnode
 

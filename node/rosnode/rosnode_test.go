@@ -25,7 +25,8 @@ func (l testLogger) Warnf(f string, a ...any)  { l.t.Logf("WARN "+f, a...) }
 func (l testLogger) Errorf(f string, a ...any) { l.t.Logf("ERROR "+f, a...) }
 
 // needROS skips the test unless the message package's type support loads:
-// ROS 2 Humble and this package's colcon install must be sourced.
+// a ROS 2 install (Jazzy or Humble) and this package's colcon install must
+// be sourced.
 func needROS(t *testing.T) {
 	t.Helper()
 	for _, ty := range []string{msgs.TypeVideoKVCache, msgs.TypeDiagnosticArray} {

@@ -1,0 +1,119 @@
+#!/bin/bash
+# The SROS2 check of package fastwam_action_expert (docs/ros2.md#sros2):
+# with ROS_SECURITY_ENABLE=true and ROS_SECURITY_STRATEGY=Enforce, under a
+# keystore made from policy.xml,
+#   1. the node, the executor and kv_player, each in its own enclave, work:
+#      4 pairs in, 4 chunks out, 4 chunks accepted by the executor, and the
+#      operator enclave reads the node's lifecycle state and a parameter;
+#   2. publishers without the grant get no input to the node (it publishes
+#      0 chunks and rejects or drops nothing): kv_player and `ros2 topic pub`
+#      under the operator enclave (not granted the input topics), kv_player
+#      without security, and kv_player under a /fastwam/world_model enclave of
+#      another keystore (its own CA, the same policy).
+#
+#   check_sros2.sh            # ROS 2 and the package's install sourced
+#
+# RMW_IMPLEMENTATION must be a middleware with DDS Security (rmw_cyclonedds_cpp
+# with Cyclone DDS built with its security plugins, as Debian's 0.10.2 is);
+# the check runs on the ROS_DOMAIN_ID set (0 if none). On a shared machine
+# give it a domain of its own. Takes about a minute; exits 0 when every check
+# passes, 1 naming the first that did not.
+# Job control: the launches run in their own process groups with SIGINT
+# not ignored (a script's background jobs otherwise ignore it), and are
+# stopped like a Ctrl-C, by a SIGINT to the group.
+set -um
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+tiny=$repo/golden/tiny
+for f in "$tiny/weights.safetensors" "$tiny/case_all.npz"; do
+	[ -f "$f" ] || { echo "check_sros2: $f missing (run from the source tree)" >&2; exit 1; }
+done
+command -v ros2 >/dev/null || { echo "check_sros2: ros2 not on the PATH; source ROS 2 and the package's install/setup.bash" >&2; exit 1; }
+ros2 pkg prefix fastwam_action_expert >/dev/null 2>&1 || { echo "check_sros2: package fastwam_action_expert not found; source its install/setup.bash" >&2; exit 1; }
+work=$(mktemp -d /tmp/check_sros2.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -INT -- "-$p" 2>/dev/null; done
+	wait 2>/dev/null
+	ros2 daemon stop >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "check_sros2: FAIL: $*" >&2; exit 1; }
+log() { echo "check_sros2: $*"; }
+
+log "RMW_IMPLEMENTATION=${RMW_IMPLEMENTATION:-default} ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-0} ROS_DISTRO=${ROS_DISTRO:-unset}; work folder $work"
+"$here/make_keystore.sh" "$work/keystore" >"$work/keystore.log" 2>&1 || { cat "$work/keystore.log" >&2; fail "make_keystore.sh"; }
+# The rogue keystore: its own CAs, the same policy, so its world_model enclave
+# grants itself the inputs; our nodes must not trust it.
+"$here/make_keystore.sh" "$work/rogue" >"$work/rogue.log" 2>&1 || { cat "$work/rogue.log" >&2; fail "make_keystore.sh (rogue)"; }
+
+export ROS_SECURITY_KEYSTORE=$work/keystore ROS_SECURITY_ENABLE=true ROS_SECURITY_STRATEGY=Enforce
+unset ROS_SECURITY_ENCLAVE_OVERRIDE
+ros2 daemon stop >/dev/null 2>&1
+
+# start_node NAME: the action expert (CPU backend, tiny weights, self-test on)
+# under its enclave, and the executor under its own; logs in $work/NAME.*.log.
+start_node() {
+	ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/action_expert ros2 launch fastwam_action_expert action_expert.launch.py \
+		backend:=cpu cpu.weights:="$tiny/weights.safetensors" cpu.video_tokens:=8 cpu.context_tokens:=5 \
+		self_test.golden:="$tiny/case_all.npz" >"$work/$1.node.log" 2>&1 &
+	pids+=($!)
+	ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/executor ros2 launch fastwam_action_expert executor.launch.py \
+		>"$work/$1.executor.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		grep -q 'active: video_kv_cache' "$work/$1.node.log" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	cat "$work/$1.node.log" >&2
+	fail "$1: the node did not become active under enclave /fastwam/action_expert"
+}
+# stop_nodes NAME: SIGINT both launches and wait for their summaries.
+stop_nodes() {
+	for p in "${pids[@]}"; do kill -INT -- "-$p" 2>/dev/null; done
+	wait "${pids[@]}" 2>/dev/null
+	pids=()
+	node_summary=$(grep -o 'stopped: .*' "$work/$1.node.log" | sed 's/\x1b\[[0-9;]*m//g')
+	executor_summary=$(grep -o 'stopped: .*' "$work/$1.executor.log" | sed 's/\x1b\[[0-9;]*m//g')
+	log "$1: node $node_summary"
+	log "$1: executor $executor_summary"
+}
+player() { # ENCLAVE-or-"" LOG [extra env...]: kv_player, 4 pairs at 2 Hz, at most 8 s for discovery
+	local enclave=$1 out=$2
+	shift 2
+	env ${enclave:+ROS_SECURITY_ENCLAVE_OVERRIDE=$enclave} "$@" timeout -s INT 20 \
+		ros2 run fastwam_action_expert kv_player "$tiny/case_all.npz" --rate 2 --count 4 --wait 8 >"$out" 2>&1
+}
+
+# 1. Allowed.
+start_node allowed
+player /fastwam/world_model "$work/allowed.player.log"
+rc=$?
+[ $rc -eq 0 ] || { cat "$work/allowed.player.log" >&2; fail "kv_player under /fastwam/world_model exited $rc"; }
+sleep 1
+state=$(ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/operator timeout 20 ros2 lifecycle get /fastwam_action_expert 2>/dev/null | tail -1)
+steps=$(ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/operator timeout 20 ros2 param get /fastwam_action_expert steps 2>/dev/null | tail -1)
+ros2 daemon stop >/dev/null 2>&1
+log "allowed: operator: lifecycle get: $state; param get steps: $steps"
+stop_nodes allowed
+case $node_summary in "stopped: 4 chunks published, 0 backend errors, 0 rejected, 0 dropped"*) ;; *) fail "allowed: node: $node_summary, want 4 chunks published, 0 rejected, 0 dropped" ;; esac
+case $executor_summary in "stopped: 4 chunks in, 4 accepted, 0 dropped"*) ;; *) fail "allowed: executor: $executor_summary, want 4 chunks in, 4 accepted" ;; esac
+case $state in *"active [3]"*) ;; *) fail "allowed: operator's ros2 lifecycle get: $state" ;; esac
+case $steps in *"Integer value is: 10"*) ;; *) fail "allowed: operator's ros2 param get steps: $steps" ;; esac
+
+# 2. Not allowed: every publisher below must get nothing to the node.
+start_node denied
+player /fastwam/operator "$work/denied.operator.log"
+log "denied: kv_player under /fastwam/operator exited $?: $(grep -m1 -io 'error.*\|denied.*\|published seq 0.*\|no subscriber.*' "$work/denied.operator.log" | cut -c1-160)"
+ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/operator timeout -s INT 10 ros2 topic pub -t 3 -w 0 /video_kv_cache \
+	fastwam_action_expert/msg/VideoKVCache '{seq: 1}' >"$work/denied.pub.log" 2>&1
+log "denied: ros2 topic pub under /fastwam/operator exited $?: $(grep -m1 -io 'error.*\|denied.*\|publishing #1.*\|failed.*' "$work/denied.pub.log" | cut -c1-160)"
+player "" "$work/denied.insecure.log" ROS_SECURITY_ENABLE=false
+log "denied: kv_player without security exited $?: $(grep -m1 -io 'error.*\|published seq 0.*' "$work/denied.insecure.log" | cut -c1-160)"
+player /fastwam/world_model "$work/denied.rogue.log" ROS_SECURITY_KEYSTORE="$work/rogue"
+log "denied: kv_player under the rogue keystore's /fastwam/world_model exited $?: $(grep -m1 -io 'error.*\|published seq 0.*' "$work/denied.rogue.log" | cut -c1-160)"
+ros2 daemon stop >/dev/null 2>&1
+stop_nodes denied
+case $node_summary in "stopped: 0 chunks published, 0 backend errors, 0 rejected, 0 dropped"*) ;; *) fail "denied: node: $node_summary, want 0 chunks published, 0 rejected, 0 dropped" ;; esac
+log "PASS: the allowed producer's 4 pairs gave 4 chunks (the executor accepted 4); the four unauthorised publishers got nothing to the node"
