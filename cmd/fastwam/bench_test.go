@@ -66,12 +66,12 @@ func TestBenchFlagBounds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-layers", "0"}, "-layers, -iters and -threads must be positive"},
-		{[]string{"-iters", "-1"}, "-layers, -iters and -threads must be positive"},
-		{[]string{"-layers", "31"}, "-layers is 31; the model has 30"},
-		{[]string{"-layers", "100000"}, "-layers is 100000; the model has 30"},
-		{[]string{"-iters", "1001"}, "-iters is 1001; at most 1000"},
-		{[]string{"-threads", "65"}, "-threads is 65; at most 64"},
+		{[]string{"-layers", "0"}, "-layers 0: want an integer from 1 to 30"},
+		{[]string{"-iters", "-1"}, "-iters -1: want an integer from 1 to 1000"},
+		{[]string{"-layers", "31"}, "-layers 31: want an integer from 1 to 30 (the model's)"},
+		{[]string{"-layers", "100000"}, "-layers 100000: want an integer from 1 to 30"},
+		{[]string{"-iters", "1001"}, "-iters 1001: want an integer from 1 to 1000"},
+		{[]string{"-threads", "65"}, "-threads 65: want an integer from 1 to 64"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"bench", "-no-torch"}, tc.args...), &stdout, &stderr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,8 +71,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.backend != node.BackendCPU && o.backend != node.BackendHTP {
 		return usageError("unknown -backend %q (want cpu or htp)", o.backend)
 	}
-	if o.timeout <= 0 {
-		return usageError("-timeout must be positive")
+	if err := checkRanges(
+		cosineRange(o.minCos),
+		floatRange("max-err", o.maxErr, 0, math.MaxFloat64, "0: not checked"),
+		durationRange("timeout", o.timeout, maxChunkTimeout),
+		cpuThreadsRange(o.cpu.threads),
+	); err != nil {
+		return err
+	}
+	if err := checkRanges(o.htp.ranges()...); err != nil {
+		return err
 	}
 	if o.out != "" {
 		if err := checkOutputDir("-o", o.out, false, ""); err != nil {
