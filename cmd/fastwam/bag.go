@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,7 +55,7 @@ func (f *nodeFlags) apply(p *node.Params) error {
 	return nil
 }
 
-func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("bag make", stdout, stderr, "-o DIR [flags]\n\n"+
 		"Writes a rosbag2 (MCAP) regression bag: for each chunk a TextContext and a VideoKVCache built\n"+
 		"from the golden cases (the embedded tiny goldens, alternating, by default; chunks after the\n"+
@@ -144,7 +145,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{
 		Dir: out, Replace: force, Chunks: chunks, Cases: cases, Backend: b, Params: p,

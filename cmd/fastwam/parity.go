@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -78,8 +79,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		cos, err := parityCase(ctx, stdout, b, desc, m, c, o)
-		b.Close()
-		if err != nil {
+		if err := errors.Join(err, closeBackend(b)); err != nil {
 			return err
 		}
 		if !(cos >= o.minCos) && m.splitAssumed && hint == "" {

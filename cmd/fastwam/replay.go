@@ -35,7 +35,7 @@ type replayOpts struct {
 	set      map[string]bool // flags given on the command line
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("replay", stdout, stderr, "[flags] [bag]\n\n"+
 		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder, an .mcap file or a\n"+
 		".db3 file: MCAP storage or sqlite3, Humble's `ros2 bag record` default)\n"+
@@ -118,7 +118,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
 	ro := replay.Options{
 		Params: p, Backend: b, BackendInfo: desc,
