@@ -131,7 +131,7 @@ const warmUp = 100 * time.Millisecond
 // Interleaving puts the step and Sgemm under the same load, which on a
 // shared machine matters more than anything else.
 func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (goBench, error) {
-	w, err := cpu.RandomWeights(cfg, 1)
+	w, err := cpu.RandomWeightsContext(ctx, cfg, 1)
 	if err != nil {
 		return goBench{}, err
 	}

@@ -83,3 +83,16 @@ func TestBenchFlagBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchObeysContext: a cancelled bench stops while it makes its random
+// weights (the full model's take seconds: a SIGTERM waited for the 5 s
+// grace period there), not after.
+func TestBenchObeysContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "-layers", "1", "-iters", "1", "-no-torch"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "random weights: context canceled") {
+		t.Errorf("exit %d, stderr %q; want the weights' making stopped by the context", code, stderr.String())
+	}
+}
