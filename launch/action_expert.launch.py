@@ -31,7 +31,7 @@ PARAMETERS = [
     ("htp.performance_mode", "HTP performance mode: burst, high_performance, balanced, power_saver, default"),
     ("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs"),
     ("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)"),
-    ("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)"),
+    ("htp.rpc_vote", "also send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call; off until verified on the device)"),
     ("cpu.weights", "path of the action expert's safetensors weights"),
     ("cpu.threads", "worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one per CPU)"),
     ("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)"),

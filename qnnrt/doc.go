@@ -25,7 +25,7 @@
 // threads; TestLogCallbackWithoutCgo checks it).
 //
 // Performance votes go in two setPowerConfig calls, the DCVS part and the
-// RPC part (SessionOptions.NoRPCVote leaves the latter out); Session.PerfStatus
+// RPC part (sent only when SessionOptions.RPCVote asks for it); Session.PerfStatus
 // says what became of each. A failing profiler never fails an execute.
 //
 // QNN failures are *Error values carrying the code, its name, the

@@ -146,3 +146,49 @@ func TestContextInfoCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorNames checks names against facts of the public QNN 2.25
+// headers' error enums (value = MIN_ERROR base of the component + offset):
+// one code of each component, the Saver's dummy return value among them,
+// which read QNN_ERROR_4950 before.
+func TestErrorNames(t *testing.T) {
+	for code, want := range map[uint64]string{
+		0:            "QNN_SUCCESS",
+		3110:         "QNN_OP_PACKAGE_ERROR_VALIDATION_FAILURE",
+		4010:         "QNN_BACKEND_ERROR_INCONSISTENT_CONFIG",
+		4950:         "QNN_SAVER_ERROR_DUMMY_RETVALUE",
+		4951:         "QNN_SAVER_ERROR_ALREADY_INSTANTIATED",
+		5013:         "QNN_CONTEXT_ERROR_TIMED_OUT",
+		6038:         "QNN_GRAPH_ERROR_EARLY_TERMINATION",
+		7007:         "QNN_TENSOR_ERROR_INCOMPATIBLE_TENSOR_UPDATE",
+		9004:         "QNN_SIGNAL_ERROR_TIMEOUT",
+		10001:        "QNN_ERROR_INVALID_ERROR_HANDLE",
+		12002:        "QNN_PROFILE_ERROR_INCOMPATIBLE_EVENT",
+		13006:        "QNN_HTP_PERF_INFRASTRUCTURE_ERROR_FAILED",
+		30010:        "QNN_SYSTEM_CONTEXT_ERROR_MALFORMED_BINARY",
+		1<<16 + 1007: "QNN_ERROR_66543", // not a code: ErrorName takes the code, not the handle
+	} {
+		if got := ErrorName(code); got != want {
+			t.Errorf("ErrorName(%d) = %q, want %q", code, got, want)
+		}
+	}
+	named := 0
+	for c := uint64(0); c <= 0xFFFF; c++ {
+		if !strings.HasPrefix(ErrorName(c), "QNN_ERROR_") || c == 10000 || c == 10001 {
+			named++
+		}
+	}
+	if named != 114 {
+		t.Errorf("%d codes named, want the headers' 114", named)
+	}
+}
+
+// TestPropertyAnswer: the device-capability answer names both codes (the
+// Saver answers 4950, its dummy return value).
+func TestPropertyAnswer(t *testing.T) {
+	for ret, want := range map[uint64]string{4950: "4950 QNN_SAVER_ERROR_DUMMY_RETVALUE", 1000: "1000 QNN_PROPERTY_NOT_SUPPORTED", 2000: "2000 QNN_PROPERTY_ERROR_UNKNOWN_KEY"} {
+		if got := propertyAnswer(ret); got != want {
+			t.Errorf("propertyAnswer(%d) = %q, want %q", ret, got, want)
+		}
+	}
+}

@@ -220,11 +220,13 @@ func (r *logRouter) unregister(s *logSink) {
 }
 
 // logSink is one Library's end of the log router: it keeps the last ERROR
-// line (for error messages) and passes lines on to Options.LogSink at a
-// bounded rate.
+// lines (for error messages) and passes lines on to Options.LogSink. ERROR
+// lines always pass: in a flood they are the root cause a user needs. The
+// other levels each have a budget of limit lines a second of their own, so
+// a flood of DEBUG lines cannot crowd out a WARN.
 type logSink struct {
 	out   func(LogLine) // nil: lines are only kept for errors
-	limit int           // lines per second; negative = unlimited
+	limit int           // lines per second and level; negative = unlimited
 	now   func() time.Time
 
 	errors atomic.Uint64 // ERROR lines seen
@@ -232,20 +234,22 @@ type logSink struct {
 	mu         sync.Mutex
 	recent     [errorRing]string // the last ERROR lines; line n (1-based) at recent[n%errorRing]
 	window     time.Time         // start of the current one-second window
-	inWindow   int               // lines delivered in it
-	suppressed int               // lines dropped in it
+	inWindow   map[LogLevel]int  // lines delivered in it, per level
+	suppressed map[LogLevel]int  // lines dropped in it, per level
 }
 
 func newLogSink(out func(LogLine), perSecond int) *logSink {
 	if perSecond == 0 {
 		perSecond = DefaultLogLinesPerSecond
 	}
-	return &logSink{out: out, limit: perSecond, now: time.Now}
+	return &logSink{out: out, limit: perSecond, now: time.Now,
+		inWindow: map[LogLevel]int{}, suppressed: map[LogLevel]int{}}
 }
 
-// deliver records line and passes it on unless this second's budget is
-// spent; the first line of a new window is preceded by a summary of the
-// lines the last one suppressed.
+// deliver records line and passes it on: always when it is an ERROR line,
+// else unless this second's budget of its level is spent; the first line
+// of a new window is preceded by a summary of the lines the last one
+// suppressed.
 func (s *logSink) deliver(line LogLine) {
 	s.mu.Lock()
 	if line.Level == LogError {
@@ -260,13 +264,14 @@ func (s *logSink) deliver(line LogLine) {
 	var summary *LogLine
 	if now := s.now(); now.Sub(s.window) >= time.Second {
 		summary = s.summaryLocked()
-		s.window, s.inWindow = now, 0
+		s.window = now
+		clear(s.inWindow)
 	}
-	pass := s.limit < 0 || s.inWindow < s.limit
+	pass := line.Level == LogError || s.limit < 0 || s.inWindow[line.Level] < s.limit
 	if pass {
-		s.inWindow++
+		s.inWindow[line.Level]++
 	} else {
-		s.suppressed++
+		s.suppressed[line.Level]++
 	}
 	s.mu.Unlock()
 	if summary != nil {
@@ -277,15 +282,38 @@ func (s *logSink) deliver(line LogLine) {
 	}
 }
 
-// summaryLocked returns the "suppressed" line for the current window and
-// resets its count, or nil when nothing was suppressed; s.mu is held.
+// summaryLocked returns the "suppressed" line for the current window,
+// with the count of each level, and resets the counts, or nil when nothing
+// was suppressed; s.mu is held.
 func (s *logSink) summaryLocked() *LogLine {
-	if s.suppressed == 0 {
+	var parts []string
+	total := 0
+	for l := LogWarn; l <= LogDebug+1; l++ {
+		n := s.suppressed[l]
+		if l == LogDebug+1 { // levels outside the enum
+			n = 0
+			for k, v := range s.suppressed {
+				if k < LogWarn || k > LogDebug {
+					n += v
+				}
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		name := l.String()
+		if l == LogDebug+1 {
+			name = "other-level"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n, name))
+		total += n
+	}
+	if total == 0 {
 		return nil
 	}
-	l := &LogLine{Level: LogWarn, Text: fmt.Sprintf("qnnrt: suppressed %d QNN log lines (more than %d in one second)", s.suppressed, s.limit)}
-	s.suppressed = 0
-	return l
+	clear(s.suppressed)
+	return &LogLine{Level: LogWarn, Text: fmt.Sprintf("qnnrt: suppressed %d QNN log lines (%s; more than %d of a level in one second; ERROR lines are never suppressed)",
+		total, strings.Join(parts, ", "), s.limit)}
 }
 
 // flush delivers the summary of lines suppressed and not yet reported.

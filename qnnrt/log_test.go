@@ -201,8 +201,9 @@ func TestLogErrorInError(t *testing.T) {
 	}
 }
 
-// TestLogRateLimit checks the per-second budget and the summary of what
-// it suppressed, with a controlled clock.
+// TestLogRateLimit checks the per-second budget of each level, that ERROR
+// lines are never suppressed, and the summary of what was, with a
+// controlled clock.
 func TestLogRateLimit(t *testing.T) {
 	var got []LogLine
 	s := newLogSink(func(l LogLine) { got = append(got, l) }, 3)
@@ -213,17 +214,16 @@ func TestLogRateLimit(t *testing.T) {
 		s.deliver(LogLine{Level: LogInfo, Text: fmt.Sprint(i)})
 	}
 	s.deliver(LogLine{Level: LogError, Text: "boom"})
-	if len(got) != 3 || got[2].Text != "2" {
-		t.Fatalf("first second delivered %+v, want lines 0..2", got)
-	}
+	s.deliver(LogLine{Level: LogWarn, Text: "warn"}) // a budget of its own
 	if s.errorSince(0).last != "boom" {
-		t.Error("a suppressed ERROR line was not kept for errors")
+		t.Error("the ERROR line was not kept for errors")
 	}
 	now = t0.Add(999 * time.Millisecond)
 	s.deliver(LogLine{Level: LogInfo, Text: "late"})
 	now = t0.Add(time.Second)
 	s.deliver(LogLine{Level: LogInfo, Text: "next"})
-	want := []string{"0", "1", "2", "qnnrt: suppressed 9 QNN log lines (more than 3 in one second)", "next"}
+	want := []string{"0", "1", "2", "boom", "warn",
+		"qnnrt: suppressed 8 QNN log lines (8 INFO; more than 3 of a level in one second; ERROR lines are never suppressed)", "next"}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v, want %q", got, want)
 	}
@@ -232,15 +232,15 @@ func TestLogRateLimit(t *testing.T) {
 			t.Errorf("line %d %q, want %q", i, got[i].Text, w)
 		}
 	}
-	if got[3].Level != LogWarn {
-		t.Errorf("summary at %s, want WARN", got[3].Level)
+	if got[5].Level != LogWarn {
+		t.Errorf("summary at %s, want WARN", got[5].Level)
 	}
 	for range 5 {
 		s.deliver(LogLine{Text: "more"})
 	}
 	got = nil
 	s.flush()
-	if len(got) != 1 || got[0].Text != "qnnrt: suppressed 3 QNN log lines (more than 3 in one second)" {
+	if len(got) != 1 || !strings.HasPrefix(got[0].Text, "qnnrt: suppressed 2 QNN log lines (2 other-level;") {
 		t.Errorf("flush delivered %+v", got)
 	}
 	got = nil
@@ -248,8 +248,68 @@ func TestLogRateLimit(t *testing.T) {
 	if len(got) != 0 {
 		t.Errorf("second flush delivered %+v", got)
 	}
+	got = nil
+	for i := range 10 { // ERROR lines have no budget at all
+		s.deliver(LogLine{Level: LogError, Text: fmt.Sprint("e", i)})
+	}
+	if len(got) != 10 {
+		t.Errorf("%d of 10 ERROR lines in one second delivered with a budget of 3", len(got))
+	}
 	if d := newLogSink(nil, 0); d.limit != DefaultLogLinesPerSecond {
 		t.Errorf("default limit %d", d.limit)
+	}
+}
+
+// TestLogFloodKeepsErrors: the double logs a flood of DEBUG lines, far
+// over the budget, with two ERROR lines in it (the root cause and the
+// failure, as a real backend does); both ERROR lines reach the sink, and
+// a summary counts the DEBUG lines dropped. Qualcomm's x86 HTP emulator
+// lost both root-cause lines this way when the budget was shared.
+func TestLogFloodKeepsErrors(t *testing.T) {
+	fk := fakeLib(t, qnnfake.Variant{})
+	c := &logCapture{}
+	o := libOpts(fk)
+	o.LogSink, o.LogLinesPerSecond = c.sink, 50
+	l, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims()))), LogLevel: 5})
+	c.take()
+	const flood = 2000
+	for i := range flood {
+		switch i {
+		case 700:
+			fk.EmitLog(1, "root cause", int32(i), 0, 0, 0, 1)
+		case 1400:
+			fk.EmitLog(1, "failure", int32(i), 0, 0, 0, 1)
+		default:
+			fk.EmitLog(5, "debug", int32(i), 0, 0, 0, 1)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	debug, summaries := 0, 0
+	for _, line := range c.take() {
+		switch {
+		case line.Level == LogError:
+			errs = append(errs, line.Text)
+		case line.Level == LogDebug:
+			debug++
+		case strings.HasPrefix(line.Text, "qnnrt: suppressed "):
+			summaries++
+			if !strings.Contains(line.Text, "DEBUG") {
+				t.Errorf("summary %q does not count the DEBUG lines", line.Text)
+			}
+		}
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0], "root cause") || !strings.Contains(errs[1], "failure") {
+		t.Errorf("ERROR lines delivered %q, want the root cause and the failure", errs)
+	}
+	if debug >= flood-2 || summaries == 0 {
+		t.Errorf("%d DEBUG lines delivered and %d summaries: the flood was not limited", debug, summaries)
 	}
 }
 

@@ -119,11 +119,12 @@ const (
 	VoteApplied
 	// VoteFailed: the backend refused the part (a warning says why).
 	VoteFailed
-	// VoteSkipped: the part was left out on request (SessionOptions.NoRPCVote).
+	// VoteSkipped: the part was left out because it is off
+	// (SessionOptions.RPCVote false, the default).
 	VoteSkipped
 )
 
-// String returns "not sent", "applied", "failed" or "skipped".
+// String returns "not sent", "applied", "failed" or "off".
 func (o VoteOutcome) String() string {
 	switch o {
 	case VoteNotSent:
@@ -133,7 +134,7 @@ func (o VoteOutcome) String() string {
 	case VoteFailed:
 		return "failed"
 	case VoteSkipped:
-		return "skipped"
+		return "off"
 	}
 	return fmt.Sprintf("VoteOutcome(%d)", int(o))
 }
@@ -227,7 +228,7 @@ func (s *Session) votePerf() error {
 	if err := s.setPower(s.dcvsConfigs(v)); err != nil {
 		s.status.DCVS = VoteFailed
 		also := ""
-		if len(rpc) > 0 && !s.opts.NoRPCVote {
+		if len(rpc) > 0 && s.opts.RPCVote {
 			also = "; the RPC part is not sent after it (the perf transport already refuses votes)"
 		}
 		l.warnOnce("perf-dcvs", "qnnrt: performance mode %s: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: %v%s", m, err, also)
@@ -236,7 +237,7 @@ func (s *Session) votePerf() error {
 	}
 	switch {
 	case len(rpc) == 0:
-	case s.opts.NoRPCVote:
+	case !s.opts.RPCVote:
 		s.status.RPC = VoteSkipped
 	case s.status.DCVS == VoteFailed:
 		// Qualcomm's x86 HTP emulator refuses the DCVS part (13003) and

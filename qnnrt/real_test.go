@@ -57,7 +57,7 @@ func TestRealSaverProfiling(t *testing.T) {
 		}
 	}
 	w := strings.Join(l.Warnings(), "\n")
-	for _, want := range []string{"profileGetEvents: QNN_ERROR_4950 (4950)", "the backend reports no device capability"} {
+	for _, want := range []string{"profileGetEvents: QNN_SAVER_ERROR_DUMMY_RETVALUE (4950)", "the backend reports no device capability"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warnings %q lack %q", w, want)
 		}

@@ -29,11 +29,13 @@ type SessionOptions struct {
 	// 5 (debug) as LogLevel numbers them; 0 means warnings. Lines up to it
 	// go to Options.LogSink.
 	LogLevel int
-	// NoRPCVote leaves the RPC options (control latency, polling time) out
-	// of the performance vote and sends only its DCVS part. Some backends
-	// cannot take them: Qualcomm's x86 HTP emulator crashes inside
-	// setPowerConfig when they are present.
-	NoRPCVote bool
+	// RPCVote also sends the RPC options (control latency, polling time)
+	// of the performance vote, in a setPowerConfig call after the DCVS
+	// part (and not after a refused DCVS part). Off by default: some
+	// backends cannot take them (Qualcomm's x86 HTP emulator crashes
+	// inside setPowerConfig when they are present, even alone), and they
+	// are not yet verified on the device.
+	RPCVote bool
 }
 
 // Session is a resident QNN session: log, backend, device, profile, context
@@ -134,8 +136,8 @@ func (s *Session) open(ctx context.Context) error {
 		s.noDev = fmt.Sprintf("provider %s has no propertyHasCapability or deviceCreate entry, so no device was created", l.provider)
 	default:
 		if ret := ccall(fn, propertyGroupDevice); ret != propertySupported {
-			s.noDev = fmt.Sprintf("the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered %d, not SUPPORTED %d), so no device was created",
-				ret, propertySupported)
+			s.noDev = fmt.Sprintf("the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered %s, not %d QNN_PROPERTY_SUPPORTED), so no device was created",
+				propertyAnswer(ret), propertySupported)
 			break
 		}
 		if err := l.call("deviceCreate", l.core[fnDeviceCreate], s.log, 0, uintptr(unsafe.Pointer(&s.device))); err != nil {
@@ -272,4 +274,16 @@ func (s *Session) Close() error {
 	errs = append(errs, s.scratch.mem.free())
 	l.removeSession(s)
 	return errors.Join(errs...)
+}
+
+// propertyAnswer names propertyHasCapability's answer: its code and the
+// code's name, QNN_PROPERTY_NOT_SUPPORTED for 1000 (QnnProperty.h gives
+// it the value of QNN_COMMON_ERROR_NOT_SUPPORTED), else ErrorName's.
+func propertyAnswer(ret uint64) string {
+	code := errorCode(ret)
+	name := ErrorName(code)
+	if code == codeNotSupported {
+		name = "QNN_PROPERTY_NOT_SUPPORTED"
+	}
+	return fmt.Sprintf("%d %s", code, name)
 }

@@ -454,7 +454,7 @@ func TestPerfModes(t *testing.T) {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			fk := fakeLib(t, qnnfake.Variant{})
 			l := openFake(t, fk)
-			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: tc.mode})
+			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: tc.mode, RPCVote: true})
 			if s.PerfMode() != tc.mode {
 				t.Errorf("PerfMode %v", s.PerfMode())
 			}
@@ -738,29 +738,33 @@ func TestConcurrentRuns(t *testing.T) {
 
 // TestPerfVoteParts checks the DCVS and RPC parts of the vote are sent in
 // separate setPowerConfig calls, that each part's failure is a warning
-// naming that part (the session still opens), that NoRPCVote sends only
-// the DCVS part, and that the down-vote follows only an applied DCVS part.
+// naming that part (the session still opens), that the RPC part is sent only
+// when RPCVote asks for it (off by default), and that the down-vote follows only an applied DCVS part.
 func TestPerfVoteParts(t *testing.T) {
 	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
 	for _, tc := range []struct {
 		name     string
-		fail     int // setPowerConfig call that fails (0 = none)
-		noRPC    bool
+		fail     int  // setPowerConfig call that fails (0 = none)
+		rpc      bool // SessionOptions.RPCVote
 		status   PerfStatus
 		options  [][]uint32 // options of each setPowerConfig call that was accepted, the down-vote included
 		warnings []string
 	}{
-		{"both applied", 0, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteApplied},
+		{"both applied", 0, true, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteApplied},
 			[][]uint32{{1}, {2, 3}, {1}}, nil},
 		// A transport that refused the DCVS part is not sent the RPC part
 		// (the x86 HTP emulator crashes on it after refusing the first).
-		{"DCVS refused", 1, false, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteNotSent},
+		{"DCVS refused", 1, true, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteNotSent},
 			nil, []string{"performance mode burst: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)",
 				"; the RPC part is not sent after it"}},
-		{"RPC refused", 2, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteFailed},
+		{"RPC refused", 2, true, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteFailed},
 			[][]uint32{{1}, {1}}, []string{"performance mode burst: the RPC part of the vote (control latency 100 us, polling time 9999 us) was not applied: qnnrt: setPowerConfig: QNN_HTP_PERF_INFRASTRUCTURE_ERROR_TRANSPORT (13003)"}},
-		{"RPC skipped", 0, true, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteSkipped},
+		// The default: the RPC part has its own switch, off until verified
+		// on the device, whatever became of the DCVS part.
+		{"RPC off", 0, false, PerfStatus{Mode: PerfBurst, DCVS: VoteApplied, RPC: VoteSkipped},
 			[][]uint32{{1}, {1}}, nil},
+		{"RPC off, DCVS refused", 1, false, PerfStatus{Mode: PerfBurst, DCVS: VoteFailed, RPC: VoteSkipped},
+			nil, []string{"the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fk := fakeLib(t, qnnfake.Variant{})
@@ -768,7 +772,7 @@ func TestPerfVoteParts(t *testing.T) {
 			if tc.fail != 0 {
 				fk.FailCall("setPowerConfig", 13003, tc.fail)
 			}
-			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, NoRPCVote: tc.noRPC})
+			s := newSession(t, l, SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, RPCVote: tc.rpc})
 			if got := s.PerfStatus(); got != tc.status {
 				t.Errorf("status %+v, want %+v", got, tc.status)
 			}
@@ -811,7 +815,7 @@ func TestPerfNotAppliedReasons(t *testing.T) {
 		want  string
 	}{
 		{"no device capability", func(fk *qnnfake.Lib) { fk.SetDeviceSupported(false) },
-			"the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered 1000, not SUPPORTED 0), so no device was created"},
+			"the backend reports no device capability (propertyHasCapability(QNN_PROPERTY_GROUP_DEVICE) answered 1000 QNN_PROPERTY_NOT_SUPPORTED, not 0 QNN_PROPERTY_SUPPORTED), so no device was created"},
 		{"no deviceGetInfrastructure", func(fk *qnnfake.Lib) { fk.OmitFunction("deviceGetInfrastructure", true) },
 			`deviceCreate succeeded but provider "FAKE_HTP" (backend 6, API 2.32.0, backend API 5.43.0) has no deviceGetInfrastructure (its table entry 39 is NULL)`},
 		{"no deviceCreate", func(fk *qnnfake.Lib) { fk.OmitFunction("deviceCreate", true) },

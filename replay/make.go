@@ -92,7 +92,8 @@ func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
 	if parent == "" {
 		parent = "."
 	}
-	tmp, err := os.MkdirTemp(parent, ".bagmake-*")
+	removeStaleStages(parent, pidAlive, o.Logger)
+	tmp, err := os.MkdirTemp(parent, stagePattern())
 	if err != nil {
 		return nil, fmt.Errorf("replay: make bag: %w", err)
 	}

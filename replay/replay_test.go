@@ -648,8 +648,17 @@ func TestMakeBagErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
+	// The staging folder a killed make left (pid 999999991: above any
+	// pid_max, so surely gone) is removed by the next make beside it.
+	stale := filepath.Join(dir, ".bagmake-999999991-1")
+	if err := os.MkdirAll(filepath.Join(stale, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := replay.MakeBag(ctx, good); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale staging folder of a gone process left: %v", err)
 	}
 	if _, err := replay.MakeBag(ctx, good); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("existing folder: %v", err)

@@ -77,19 +77,21 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return usageError("-aggregation %q: want latest, average or weighted_average", o.aggregation)
 	}
-	switch {
-	case math.IsNaN(o.latency) || o.latency < 0 || math.IsInf(o.latency, 0):
-		return usageError("-latency %v: want a number of control periods >= 0", o.latency)
-	case set["delay"] && o.delay < 0:
-		return usageError("-delay %d: want an integer >= 0 (or leave it out for ceil(-latency))", o.delay)
-	case o.horizon < 1:
-		return usageError("-horizon %d: want at least 1 action", o.horizon)
-	case !(o.beta >= 0) || math.IsInf(o.beta, 0):
-		return usageError("-beta %v: want a finite number >= 0", o.beta)
-	case o.periods < 1 || o.periods > asyncsim.MaxPeriods:
-		return usageError("-periods %d: want 1 to %d", o.periods, asyncsim.MaxPeriods)
-	case o.blasFlag() != "":
-		return usageError("%s", o.blasFlag())
+	checks := []rangeCheck{
+		floatRange("latency", o.latency, 0, math.MaxFloat64, "control periods"),
+		intRange("horizon", o.horizon, 1, math.MaxInt32, "actions"),
+		floatRange("beta", o.beta, 0, math.MaxFloat64, ""),
+		intRange("periods", o.periods, 1, asyncsim.MaxPeriods, ""),
+		cpuThreadsRange(o.cpu.threads),
+	}
+	if set["delay"] {
+		checks = append(checks, intRange("delay", o.delay, 0, math.MaxInt32, "leave it out for ceil(-latency)"))
+	}
+	if err := checkRanges(checks...); err != nil {
+		return err
+	}
+	if msg := o.blasFlag(); msg != "" {
+		return usageError("%s", msg)
 	}
 	if o.plot != "" {
 		if err := checkOutputFile("-plot", o.plot); err != nil {

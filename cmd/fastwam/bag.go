@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -53,7 +55,7 @@ func (f *nodeFlags) apply(p *node.Params) error {
 	return nil
 }
 
-func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("bag make", stdout, stderr, "-o DIR [flags]\n\n"+
 		"Writes a rosbag2 (MCAP) regression bag: for each chunk a TextContext and a VideoKVCache built\n"+
 		"from the golden cases (the embedded tiny goldens, alternating, by default; chunks after the\n"+
@@ -88,11 +90,13 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fs.Usage()
 		return usageError("bag make needs -o DIR")
 	}
-	if chunks < 1 {
-		return usageError("-chunks must be at least 1")
-	}
-	if period <= 0 {
-		return usageError("-period must be positive")
+	if err := checkRanges(
+		intRange("chunks", chunks, 1, math.MaxInt32, "the free space of -o's filesystem bounds it further"),
+		durationRange("period", period, maxChunkTimeout),
+		durationRange("timeout", timeout, maxChunkTimeout),
+		cpuThreadsRange(cpu.threads),
+	); err != nil {
+		return err
 	}
 	if err := checkOutputDir("-o", out, force, " (replace a bag folder with -force)"); err != nil {
 		return err
@@ -132,11 +136,16 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkInputSizes(&p, cases[0].VideoTokens, cases[0].ContextTokens, "the golden cases' inputs"); err != nil {
 		return err
 	}
+	c0 := cases[0]
+	perChunk := bagChunkBytes(len(c0.Chunk.VideoKeys), len(c0.Chunk.VideoValues), len(c0.Chunk.Context), len(c0.Chunk.ContextMask), len(c0.Latents))
+	if err := checkBagChunks(chunks, perChunk, out); err != nil {
+		return err
+	}
 	b, desc, err := cpu.open(ctx, cases[0].VideoTokens, cases[0].ContextTokens, len(goldens) == 0)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{
 		Dir: out, Replace: force, Chunks: chunks, Cases: cases, Backend: b, Params: p,

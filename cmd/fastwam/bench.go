@@ -44,19 +44,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if *layers < 1 || *iters < 1 || *threads < 1 {
-		return usageError("-layers, -iters and -threads must be positive")
-	}
 	// Bounds before anything is allocated: the weights alone take 136 MB a
-	// layer, and OpenBLAS has at most 64 threads.
-	if full := cpu.FullConfig().NumLayers; *layers > full {
-		return usageError("-layers is %d; the model has %d", *layers, full)
-	}
-	if *iters > maxBenchIters {
-		return usageError("-iters is %d; at most %d", *iters, maxBenchIters)
-	}
-	if *threads > maxBenchThreads {
-		return usageError("-threads is %d; at most %d", *threads, maxBenchThreads)
+	// layer, the model has 30, and OpenBLAS has at most 64 threads.
+	if err := checkRanges(
+		intRange("layers", *layers, 1, cpu.FullConfig().NumLayers, "the model's"),
+		intRange("iters", *iters, 1, maxBenchIters, ""),
+		intRange("threads", *threads, 1, maxBenchThreads, "OpenBLAS's MAX_THREADS"),
+	); err != nil {
+		return err
 	}
 	cfg := cpu.FullConfig()
 	cfg.NumLayers = *layers
@@ -136,7 +131,7 @@ const warmUp = 100 * time.Millisecond
 // Interleaving puts the step and Sgemm under the same load, which on a
 // shared machine matters more than anything else.
 func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (goBench, error) {
-	w, err := cpu.RandomWeights(cfg, 1)
+	w, err := cpu.RandomWeightsContext(ctx, cfg, 1)
 	if err != nil {
 		return goBench{}, err
 	}

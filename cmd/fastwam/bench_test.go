@@ -66,12 +66,12 @@ func TestBenchFlagBounds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-layers", "0"}, "-layers, -iters and -threads must be positive"},
-		{[]string{"-iters", "-1"}, "-layers, -iters and -threads must be positive"},
-		{[]string{"-layers", "31"}, "-layers is 31; the model has 30"},
-		{[]string{"-layers", "100000"}, "-layers is 100000; the model has 30"},
-		{[]string{"-iters", "1001"}, "-iters is 1001; at most 1000"},
-		{[]string{"-threads", "65"}, "-threads is 65; at most 64"},
+		{[]string{"-layers", "0"}, "-layers 0: want an integer from 1 to 30"},
+		{[]string{"-iters", "-1"}, "-iters -1: want an integer from 1 to 1000"},
+		{[]string{"-layers", "31"}, "-layers 31: want an integer from 1 to 30 (the model's)"},
+		{[]string{"-layers", "100000"}, "-layers 100000: want an integer from 1 to 30"},
+		{[]string{"-iters", "1001"}, "-iters 1001: want an integer from 1 to 1000"},
+		{[]string{"-threads", "65"}, "-threads 65: want an integer from 1 to 64"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), append([]string{"bench", "-no-torch"}, tc.args...), &stdout, &stderr)
@@ -81,5 +81,18 @@ func TestBenchFlagBounds(t *testing.T) {
 		if stdout.Len() != 0 {
 			t.Errorf("bench %v printed %q before refusing", tc.args, stdout.String())
 		}
+	}
+}
+
+// TestBenchObeysContext: a cancelled bench stops while it makes its random
+// weights (the full model's take seconds: a SIGTERM waited for the 5 s
+// grace period there), not after.
+func TestBenchObeysContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "-layers", "1", "-iters", "1", "-no-torch"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "random weights: context canceled") {
+		t.Errorf("exit %d, stderr %q; want the weights' making stopped by the context", code, stderr.String())
 	}
 }

@@ -111,7 +111,7 @@ func TestParityHTPLogsAndVote(t *testing.T) {
 	lib, ctxPath, goldenPath := fakeContext(t)
 	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
 		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "1",
-		"-qnn-log-level", "5", "-qnn-rpc-vote=false"}
+		"-qnn-log-level", "5"} // -qnn-rpc-vote is off by default
 	lib.FailCall("profileGetEvents", 4950, 0)
 	code, out, stderr := runCmd(t, args...)
 	if code != 0 {
@@ -133,18 +133,31 @@ func TestParityHTPLogsAndVote(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	for _, want := range []string{"perf burst (DCVS applied, RPC skipped)", "profiled execute ms (last chunk): missing", "PASS"} {
+	for _, want := range []string{"perf burst (DCVS applied, RPC off)", "profiled execute ms (last chunk): missing", "PASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 	for _, v := range lib.PowerVotes() {
 		if v.Option != 1 {
-			t.Errorf("RPC option %d sent with -qnn-rpc-vote=false", v.Option)
+			t.Errorf("RPC option %d sent without -qnn-rpc-vote", v.Option)
 		}
 	}
 	t.Logf("stderr:\n%s", stderr)
-	if code, _, stderr := runCmd(t, append(args[:len(args)-3], "-qnn-log-level", "6")...); code != 2 || !strings.Contains(stderr, "-qnn-log-level 6") {
+	if code, _, stderr := runCmd(t, append(args[:len(args)-2], "-qnn-log-level", "6")...); code != 2 || !strings.Contains(stderr, "-qnn-log-level 6") {
 		t.Errorf("level 6: exit %d %s", code, stderr)
+	}
+}
+
+// TestParityReportsCloseErrors: a down-vote that fails when parity closes
+// the HTP backend is reported and fails the command; it was dropped.
+func TestParityReportsCloseErrors(t *testing.T) {
+	lib, ctxPath, goldenPath := fakeContext(t)
+	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "1"}
+	lib.FailCall("setPowerConfig", 13003, 2) // call 1: the DCVS vote; 2: the down-vote on close
+	code, out, stderr := runCmd(t, args...)
+	if code != 1 || !strings.Contains(stderr, "closing the backend") || !strings.Contains(stderr, "down-vote on close") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming the failed down-vote\n%s", code, stderr, out)
 	}
 }

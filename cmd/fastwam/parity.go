@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,16 +51,23 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	o.set = setFlags(fs)
-	if o.tokens < 0 {
-		return usageError("-action-tokens must be positive, got %d", o.tokens)
-	}
-	o.cpu.actionTokens = o.tokens
 	if fs.NArg() > 0 {
 		return usageError("unexpected argument %q (the golden file goes after -golden)", fs.Arg(0))
 	}
-	if o.chunks < 1 {
-		return usageError("-chunks must be at least 1")
+	if err := checkRanges(
+		cosineRange(o.minCos),
+		intRange("chunks", o.chunks, 1, maxChunks, ""),
+		intRange("steps", o.steps, 1, maxSteps, ""),
+		floatRange("shift", o.shift, math.SmallestNonzeroFloat32, math.MaxFloat32, "a float32 above 0"),
+		intRange("action-tokens", o.tokens, 0, maxActionTokens, "0: the weights', else 32"),
+		cpuThreadsRange(o.cpu.threads),
+	); err != nil {
+		return err
 	}
+	if err := checkRanges(o.htp.ranges()...); err != nil {
+		return err
+	}
+	o.cpu.actionTokens = o.tokens
 	cases, err := loadCases(ctx, o.goldenPath)
 	if err != nil {
 		return err
@@ -70,8 +79,7 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		cos, err := parityCase(ctx, stdout, b, desc, m, c, o)
-		b.Close()
-		if err != nil {
+		if err := errors.Join(err, closeBackend(b)); err != nil {
 			return err
 		}
 		if !(cos >= o.minCos) && m.splitAssumed && hint == "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,7 @@ type replayOpts struct {
 	set      map[string]bool // flags given on the command line
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("replay", stdout, stderr, "[flags] [bag]\n\n"+
 		"Replays the VideoKVCache and TextContext messages of a rosbag2 bag (a folder, an .mcap file or a\n"+
 		".db3 file: MCAP storage or sqlite3, Humble's `ros2 bag record` default)\n"+
@@ -74,8 +75,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if o.backend != node.BackendCPU && o.backend != node.BackendHTP {
 		return usageError("unknown -backend %q (want cpu or htp)", o.backend)
 	}
-	if o.timeout <= 0 {
-		return usageError("-timeout must be positive")
+	if err := checkRanges(
+		cosineRange(o.minCos),
+		floatRange("max-err", o.maxErr, 0, math.MaxFloat64, "0: not checked"),
+		durationRange("timeout", o.timeout, maxChunkTimeout),
+		cpuThreadsRange(o.cpu.threads),
+	); err != nil {
+		return err
+	}
+	if err := checkRanges(o.htp.ranges()...); err != nil {
+		return err
 	}
 	if o.out != "" {
 		if err := checkOutputDir("-o", o.out, false, ""); err != nil {
@@ -115,7 +124,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
 	ro := replay.Options{
 		Params: p, Backend: b, BackendInfo: desc,

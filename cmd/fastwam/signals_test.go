@@ -223,7 +223,7 @@ func TestFIFOGoldenRefused(t *testing.T) {
 func TestCancelledParityClosesBackend(t *testing.T) {
 	lib, ctxPath, goldenPath := fakeContext(t)
 	args := []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath, "-head-dim", "16",
-		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "1000000000"}
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-chunks", "100000"}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}

@@ -506,6 +506,13 @@ func readConfig(b []byte) (Config, error) {
 // matrices, gains near 1), for benchmarks and tests that need a model of a
 // given size but not a trained one.
 func RandomWeights(cfg Config, seed uint64) (*Weights, error) {
+	return RandomWeightsContext(context.Background(), cfg, seed)
+}
+
+// RandomWeightsContext is RandomWeights that stops, with ctx's error,
+// when ctx is done: the full model's 4 GB take seconds to fill. It looks
+// at ctx before every tensor.
+func RandomWeightsContext(ctx context.Context, cfg Config, seed uint64) (*Weights, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -513,6 +520,9 @@ func RandomWeights(cfg Config, seed uint64) (*Weights, error) {
 	w := &Weights{cfg: cfg}
 	r := rand.New(rand.NewPCG(seed, 1))
 	for _, p := range params(cfg, w) {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("cpu: random weights: %w", err)
+		}
 		var scale, base float32
 		switch {
 		case len(p.shape) == 2:

@@ -83,10 +83,9 @@ type Options struct {
 	// backend). Nil drops them; the last ERROR line of a failed call is in
 	// its error either way.
 	LogSink func(qnnrt.LogLine)
-	// NoRPCVote sends only the DCVS part of the performance vote, without
-	// the RPC control-latency and polling-time options (see
-	// qnnrt.SessionOptions.NoRPCVote).
-	NoRPCVote bool
+	// RPCVote also sends the RPC control-latency and polling-time options
+	// of the performance vote (see qnnrt.SessionOptions.RPCVote).
+	RPCVote bool
 	// Logf receives warnings, such as the shared-buffer fallback or a part
 	// of the performance vote the backend refused.
 	Logf func(format string, args ...any)
@@ -177,7 +176,7 @@ func (b *Backend) open(ctx context.Context) error {
 		PerfMode:    o.PerfMode,
 		Profiling:   o.Profiling,
 		LogLevel:    o.LogLevel,
-		NoRPCVote:   o.NoRPCVote,
+		RPCVote:     o.RPCVote,
 	})
 	if err != nil {
 		return fmt.Errorf("htp: %w", err)

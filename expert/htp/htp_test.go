@@ -500,20 +500,20 @@ func TestProfilingFailureKeepsSteps(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(logs) != 1 || !strings.Contains(logs[0], "device execute times are missing") || !strings.Contains(logs[0], "QNN_ERROR_4950") {
+	if len(logs) != 1 || !strings.Contains(logs[0], "device execute times are missing") || !strings.Contains(logs[0], "QNN_SAVER_ERROR_DUMMY_RETVALUE (4950)") {
 		t.Errorf("warnings %q, want one about the profileGetEvents failure", logs)
 	}
 }
 
 // TestLogsAndVoteOptions checks the QNN log lines reach Options.LogSink at
-// the asked level, that NoRPCVote sends the DCVS part alone, and that a
+// the asked level, that the DCVS part goes alone by default (RPCVote false), and that a
 // refused part is reported through Logf and PerfStatus.
 func TestLogsAndVoteOptions(t *testing.T) {
 	d := smallDims()
 	fk := qnnfake.New(t, qnnfake.Variant{})
 	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, d)
 	o := options(fk, writeBinary(t, g))
-	o.PerfMode, o.NoRPCVote, o.LogLevel = qnnrt.PerfBurst, true, int(qnnrt.LogInfo)
+	o.PerfMode, o.LogLevel = qnnrt.PerfBurst, int(qnnrt.LogInfo)
 	var mu sync.Mutex
 	var lines []qnnrt.LogLine
 	o.LogSink = func(l qnnrt.LogLine) { mu.Lock(); lines = append(lines, l); mu.Unlock() }
@@ -523,7 +523,7 @@ func TestLogsAndVoteOptions(t *testing.T) {
 	}
 	for _, v := range fk.PowerVotes() {
 		if v.Option != 1 {
-			t.Errorf("RPC option %d sent with NoRPCVote", v.Option)
+			t.Errorf("RPC option %d sent without RPCVote", v.Option)
 		}
 	}
 	mu.Lock()
@@ -546,7 +546,7 @@ func TestLogsAndVoteOptions(t *testing.T) {
 
 	fk2 := qnnfake.New(t, qnnfake.Variant{})
 	o = options(fk2, writeBinary(t, g))
-	o.PerfMode = qnnrt.PerfBurst
+	o.PerfMode, o.RPCVote = qnnrt.PerfBurst, true
 	var logs []string
 	o.Logf = func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
 	fk2.FailCall("setPowerConfig", 13003, 2)

@@ -12,11 +12,15 @@
 //   - a second signal arrives ("second signal"), or
 //   - the grace period ends first ("shutdown did not finish within 5s").
 //
-// A signal within EchoWindow of the first is not a second one: it is the
-// same request delivered twice, as when a supervisor signals the whole
-// process group and then forwards the signal to its child (`ros2 launch`
-// run from a script or a service, systemd stopping a control group). It is
-// noted on stderr and ignored.
+// A signal within EchoWindow of the first is not a second one when it can
+// be the same request delivered twice: it is the same signal, and the
+// process shares its process group with its parent. That is how an echo
+// arises: the whole group gets the signal and the parent, a supervisor in
+// the same group, forwards it to its child (`ros2 launch` run from a
+// script or a service sends SIGINT again to a group that already got it;
+// `timeout` signals child and group). It is noted on stderr and ignored.
+// A process in a group of its own (a shell's job) gets no echo, so there a
+// quick second Ctrl-C exits at once, as does a SIGTERM after a SIGINT.
 //
 // Exiting at once runs no deferred calls: it is the escape from a shutdown
 // that is stuck, which the operator (or a supervisor such as ros2 launch or
@@ -72,6 +76,9 @@ type Handler struct {
 	mu    sync.Mutex         // guards first
 	first os.Signal          // the first signal, nil before it
 	echo  time.Duration      // EchoWindow (tests shorten it)
+	// sharesGroup says whether the process shares its process group with
+	// its parent, the condition for an echo (tests replace it).
+	sharesGroup func() bool
 }
 
 // EchoWindow is how soon after the first signal another one counts as the
@@ -101,6 +108,8 @@ func newHandler(parent context.Context, name string, stderr io.Writer, exit func
 		quit:  make(chan struct{}),
 		done:  make(chan struct{}),
 		echo:  EchoWindow,
+
+		sharesGroup: sharesParentGroup,
 	}
 }
 
@@ -192,7 +201,7 @@ func (h *Handler) watch(grace time.Duration) {
 				deadline = timer.C
 				continue
 			}
-			if el := time.Since(since); el < h.echo {
+			if el := time.Since(since); el < h.echo && s == first && h.sharesGroup() {
 				said = h.say(said, "%s: %s %v after %s: taken as the same request delivered twice (signal again to exit at once)\n",
 					h.name, signalName(s), el.Round(time.Millisecond), signalName(first))
 				continue
@@ -263,4 +272,16 @@ func positive(d time.Duration) time.Duration {
 		return DefaultGrace
 	}
 	return d
+}
+
+// sharesParentGroup reports whether this process is not its process
+// group's leader and its parent is in the same group: only then can the
+// parent forward a signal the group already got.
+func sharesParentGroup() bool {
+	pgrp := syscall.Getpgrp()
+	if pgrp == syscall.Getpid() {
+		return false
+	}
+	ppgrp, err := syscall.Getpgid(syscall.Getppid())
+	return err == nil && ppgrp == pgrp
 }

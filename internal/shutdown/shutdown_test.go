@@ -36,6 +36,7 @@ func start(t *testing.T, grace time.Duration) (h *Handler, exits <-chan int, std
 	ex := make(chan int, 2)
 	h = newHandler(context.Background(), "prog", stderr, func(code int) { ex <- code })
 	h.echo = 50 * time.Millisecond
+	h.sharesGroup = func() bool { return true }
 	go h.watch(positive(grace))
 	t.Cleanup(h.Stop)
 	return h, ex, stderr
@@ -214,7 +215,7 @@ func TestBlockedStderrDoesNotPreventExit(t *testing.T) {
 func TestEchoedSignalIsTheSameRequest(t *testing.T) {
 	h, exits, stderr := start(t, time.Hour)
 	h.echo = 300 * time.Millisecond
-	h.sigs <- syscall.SIGTERM
+	h.sigs <- syscall.SIGINT
 	waitDone(t, h.Context())
 	h.sigs <- syscall.SIGINT
 	select {
@@ -228,5 +229,33 @@ func TestEchoedSignalIsTheSameRequest(t *testing.T) {
 	h.sigs <- syscall.SIGINT
 	if code := waitExit(t, exits, 10*time.Second); code != 130 {
 		t.Errorf("signal after the window: exit %d, want 130", code)
+	}
+}
+
+// TestEchoNeedsSameSignalAndSharedGroup: within the echo window, another
+// signal than the first, or any signal to a process in a process group of
+// its own (no parent in its group could have forwarded it: a person's
+// quick second Ctrl-C), exits at once.
+func TestEchoNeedsSameSignalAndSharedGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second syscall.Signal
+		shares        bool
+		want          int
+	}{
+		{"SIGTERM then SIGINT", syscall.SIGTERM, syscall.SIGINT, true, 130},
+		{"own process group", syscall.SIGINT, syscall.SIGINT, false, 130},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, exits, _ := start(t, time.Hour)
+			h.echo = time.Hour
+			h.sharesGroup = func() bool { return tc.shares }
+			h.sigs <- tc.first
+			waitDone(t, h.Context())
+			h.sigs <- tc.second
+			if code := waitExit(t, exits, 10*time.Second); code != tc.want {
+				t.Errorf("exit %d, want %d", code, tc.want)
+			}
+		})
 	}
 }

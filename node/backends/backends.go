@@ -57,7 +57,7 @@ func OpenHTP(ctx context.Context, h node.HTPParams, log node.Logger) (*htp.Backe
 		SharedBuffers: h.SharedBuffers,
 		LogLevel:      h.LogLevel,
 		LogSink:       sink,
-		NoRPCVote:     !h.RPCVote,
+		RPCVote:       h.RPCVote,
 		Logf:          logf,
 	})
 	if err != nil {

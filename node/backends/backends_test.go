@@ -112,7 +112,7 @@ func TestOpenHTPLogging(t *testing.T) {
 	p := node.DefaultParams()
 	p.HTP.ContextBinary = path
 	p.HTP.BackendLibrary, p.HTP.SystemLibrary, p.HTP.RPCMemLibrary = lib.Path, lib.Path, lib.Path
-	p.HTP.LogLevel, p.HTP.RPCVote = 3, false
+	p.HTP.LogLevel = 3 // htp.rpc_vote: its default, false
 	log := &recordLogger{}
 	b, err := Open(context.Background(), p, log)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestOpenHTPLogging(t *testing.T) {
 	}
 	for _, v := range lib.PowerVotes() {
 		if v.Option != 1 {
-			t.Errorf("RPC option %d sent with htp.rpc_vote false", v.Option)
+			t.Errorf("RPC option %d sent with htp.rpc_vote at its default", v.Option)
 		}
 	}
 	p.HTP.LogLevel = 0

@@ -323,6 +323,22 @@ func TestConcurrentRequests(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The transition state's own transitions (10-12: what the callback's
+	// result selects) are private: a client may not request them, by id
+	// or by label, while they are the only ones starting here.
+	for _, id := range []uint8{10, 11, 12} {
+		if _, err := m.ChangeState(ctx, id); !errors.Is(err, lifecycle.ErrUnavailable) {
+			t.Errorf("private transition %d requested during configure: %v, want refused", id, err)
+		}
+	}
+	for _, l := range []string{"transition_success", "transition_failure", "transition_error"} {
+		if _, err := m.ChangeStateByLabel(ctx, l); !errors.Is(err, lifecycle.ErrUnavailable) {
+			t.Errorf("private transition %q requested during configure: %v, want refused", l, err)
+		}
+	}
+	if s := m.State(); s.Label != "configuring" {
+		t.Fatalf("a refused request moved the machine to %v", s)
+	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
