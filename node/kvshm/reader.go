@@ -199,7 +199,7 @@ func (r *Reader) open(path, name string) (*mapping, error) {
 	if st.Size < HeaderSize || st.Size > maxSegment {
 		return fail(fmt.Errorf("kvshm: segment %s is %d bytes, want %d to %d: %w", path, st.Size, HeaderSize, int64(maxSegment), ErrFormat))
 	}
-	mem, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE) // page tables filled now, not on the first copy of each slot
 	if err != nil {
 		return fail(fmt.Errorf("kvshm: map segment %s: %w", path, err))
 	}

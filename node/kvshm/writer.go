@@ -66,7 +66,7 @@ func Create(dir, prefix string, l Layout, group bool) (*Writer, error) {
 	if err := syscall.Ftruncate(fd, size); err != nil {
 		return fail(fmt.Errorf("kvshm: size %s to %d bytes: %w", path, size, err))
 	}
-	mem, err := syscall.Mmap(fd, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(fd, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
 	if err != nil {
 		return fail(fmt.Errorf("kvshm: map %s: %w", path, err))
 	}
