@@ -99,3 +99,7 @@ func FuzzDecodeParameterDescriptor(f *testing.F) {
 func FuzzDecodeParameterEvent(f *testing.F) {
 	fuzzDecode[msgs.ParameterEvent](f, "rcl_parameter_event")
 }
+
+func FuzzDecodeKVHandoff(f *testing.F) {
+	fuzzDecode[msgs.KVHandoff](f, "kv_handoff")
+}

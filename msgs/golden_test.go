@@ -94,6 +94,16 @@ func samples() []sample {
 				Data: f32Bytes(seqF32(24, func(i int) float32 { return float32(i-12) * 0.25 })...)},
 			Values: msgs.Tensor{Shape: []uint32{2, 1, 3, 4}, DType: msgs.DTypeFloat16, Data: u16Bytes(kvValues...)},
 		}, func() cdrMessage { return &msgs.VideoKVCache{} }},
+		{"kv_handoff", &msgs.KVHandoff{
+			Header:             msgs.Header{Stamp: msgs.Time{Sec: 1700000003, Nanosec: 77}, FrameID: "world_model"},
+			Seq:                1<<33 + 9,
+			VisibleVideoTokens: 2,
+			Segment:            "fastwam-kv.1234",
+			Slot:               3,
+			Generation:         0x100000002,
+			Keys:               msgs.SharedTensor{Shape: []uint32{2, 1, 3, 4}, DType: msgs.DTypeFloat32, Offset: 0, Length: 96},
+			Values:             msgs.SharedTensor{Shape: []uint32{2, 1, 3, 4}, DType: msgs.DTypeFloat16, Offset: 128, Length: 48},
+		}, func() cdrMessage { return &msgs.KVHandoff{} }},
 		{"text_context", &msgs.TextContext{
 			Header:      msgs.Header{Stamp: msgs.Time{Sec: 1700000001, Nanosec: 5}, FrameID: "text"},
 			Seq:         42,

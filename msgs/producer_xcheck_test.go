@@ -15,6 +15,7 @@ import (
 
 	"github.com/fastwam/actionexpert/internal/testenv"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // The Python producer kit (python/fastwam_action_expert/producer.py) has its own CDR writer,
@@ -280,4 +281,82 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// shmScript publishes one cache through the kit's ShmPublisher into a segment in argv[1] and
+// writes the descriptor; the segment is left for the Go reader (no close).
+const shmScript = `
+import os, sys
+import numpy as np
+from fastwam_action_expert.producer import ShmPublisher
+d, f16 = sys.argv[1], sys.argv[2] == "1"
+shape = (2, 1, 3, 4)
+k = (np.arange(24, dtype=np.float32) * 0.25 - 3).reshape(shape)
+v = (np.arange(24, dtype=np.float32) * -0.5 + 1).reshape(shape)
+p = ShmPublisher(shape, f16=f16, slots=2, dir=d, prefix="kv", frame_id="wm")
+p.publish(k + 100, v + 100, stamp_ns=1_700_000_000_000_000_001)   # slot 0, overwritten below
+p.publish(k - 100, v - 100, stamp_ns=1_700_000_000_000_000_002)   # slot 1
+desc = p.publish(k, v, stamp_ns=1_700_000_000_100_000_000, seq=41, visible_video_tokens=2)  # slot 0 again
+open(os.path.join(d, "desc.cdr"), "wb").write(desc)
+print(oct(os.stat(p.path).st_mode & 0o777))
+`
+
+// TestProducerShmMatchesReader: the kit's segment and KVHandoff are read by the node's
+// reader (node/kvshm) as the tensors the kit was given, in f32 and f16, mode 0600.
+func TestProducerShmMatchesReader(t *testing.T) {
+	python := pythonWithNumpy(t)
+	dir := pythonDir(t)
+	for _, f16 := range []bool{false, true} {
+		work := t.TempDir()
+		arg := "0"
+		if f16 {
+			arg = "1"
+		}
+		out := runPython(t, python, dir, "-c", shmScript, work, arg)
+		if !bytes.Contains(out, []byte("0o600")) {
+			t.Errorf("segment mode %s, want 0o600", out)
+		}
+		b, err := os.ReadFile(filepath.Join(work, "desc.cdr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d msgs.KVHandoff
+		if err := d.UnmarshalCDR(b); err != nil {
+			t.Fatalf("the kit's KVHandoff: %v", err)
+		}
+		if d.Seq != 41 || d.Slot != 0 || d.Generation != 4 || d.VisibleVideoTokens != 2 || d.Header.FrameID != "wm" ||
+			d.Header.Stamp != (msgs.Time{Sec: 1_700_000_000, Nanosec: 100_000_000}) {
+			t.Fatalf("descriptor %+v", d)
+		}
+		r := kvshm.NewReader(kvshm.Policy{Dir: work})
+		var l kvshm.Lease
+		if err := r.Acquire(&d, &l); err != nil {
+			t.Fatalf("f16 %v: %v", f16, err)
+		}
+		for i, c := range []struct {
+			data []byte
+			f    func(i int) float32
+		}{{l.Keys, func(i int) float32 { return float32(i)*0.25 - 3 }}, {l.Values, func(i int) float32 { return float32(i)*-0.5 + 1 }}} {
+			shape := d.Keys.Shape
+			dt := d.Keys.DType
+			if i == 1 {
+				shape, dt = d.Values.Shape, d.Values.DType
+			}
+			got := make([]float32, 24)
+			tn := msgs.Tensor{Shape: shape, DType: dt, Data: c.data}
+			if err := tn.DecodeF32Into(got); err != nil {
+				t.Fatal(err)
+			}
+			for j, v := range got {
+				if v != c.f(j) {
+					t.Fatalf("f16 %v tensor %d [%d] = %v, want %v", f16, i, j, v, c.f(j))
+				}
+			}
+		}
+		if !l.Intact() {
+			t.Error("the kit's slot is not intact")
+		}
+		l.Release()
+		r.Close()
+	}
 }

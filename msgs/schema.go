@@ -19,7 +19,7 @@ var definitionFiles embed.FS
 // Types lists the ROS types whose full definition Definition returns: the
 // node's messages and the standard messages it publishes.
 func Types() []string {
-	return []string{TypeTensor, TypeVideoKVCache, TypeTextContext, TypeActionRow, TypeActionChunk, TypeStampedAction, TypeDiagnosticArray}
+	return []string{TypeTensor, TypeVideoKVCache, TypeTextContext, TypeActionRow, TypeActionChunk, TypeStampedAction, TypeSharedTensor, TypeKVHandoff, TypeDiagnosticArray}
 }
 
 // fieldTypeRE finds the type of every field and constant of a .msg text. It

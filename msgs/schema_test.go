@@ -68,12 +68,15 @@ func TestDefinitionText(t *testing.T) {
 		msgs.TypeActionChunk: readMsg(t, "msg/ActionChunk.msg") +
 			section("fastwam_action_expert/ActionRow") + readMsg(t, "msg/ActionRow.msg") + headerAndTime,
 		msgs.TypeStampedAction: readMsg(t, "msg/StampedAction.msg") + headerAndTime,
+		msgs.TypeSharedTensor:  readMsg(t, "msg/SharedTensor.msg"),
+		msgs.TypeKVHandoff: readMsg(t, "msg/KVHandoff.msg") +
+			section("fastwam_action_expert/SharedTensor") + readMsg(t, "msg/SharedTensor.msg") + headerAndTime,
 		msgs.TypeDiagnosticArray: readMsg(t, "deps/diagnostic_msgs/msg/DiagnosticArray.msg") +
 			section("diagnostic_msgs/DiagnosticStatus") + readMsg(t, "deps/diagnostic_msgs/msg/DiagnosticStatus.msg") +
 			section("diagnostic_msgs/KeyValue") + readMsg(t, "deps/diagnostic_msgs/msg/KeyValue.msg") + headerAndTime,
 		"std_msgs/msg/Header": header + section("builtin_interfaces/Time") + time,
 	}
-	if len(msgs.Types()) != 7 {
+	if len(msgs.Types()) != 9 {
 		t.Fatalf("Types() = %v", msgs.Types())
 	}
 	for _, typ := range msgs.Types() {

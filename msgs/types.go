@@ -13,6 +13,8 @@ const (
 	TypeActionRow       = Package + "/msg/ActionRow"
 	TypeActionChunk     = Package + "/msg/ActionChunk"
 	TypeStampedAction   = Package + "/msg/StampedAction"
+	TypeSharedTensor    = Package + "/msg/SharedTensor"
+	TypeKVHandoff       = Package + "/msg/KVHandoff"
 	TypeDiagnosticArray = "diagnostic_msgs/msg/DiagnosticArray"
 )
 
@@ -50,6 +52,28 @@ type VideoKVCache struct {
 	VisibleVideoTokens uint32
 	Keys               Tensor
 	Values             Tensor
+}
+
+// SharedTensor is fastwam_action_expert/SharedTensor: a tensor's shape,
+// element type and where its bytes are in a shared-memory slot.
+type SharedTensor struct {
+	Shape  []uint32
+	DType  uint8
+	Offset uint64
+	Length uint64
+}
+
+// KVHandoff is fastwam_action_expert/KVHandoff: a VideoKVCache whose
+// tensors are in a slot of a shared-memory segment (package node/kvshm).
+type KVHandoff struct {
+	Header             Header
+	Seq                uint64
+	VisibleVideoTokens uint32
+	Segment            string
+	Slot               uint32
+	Generation         uint64
+	Keys               SharedTensor
+	Values             SharedTensor
 }
 
 // TextContext is fastwam_action_expert/TextContext.

@@ -38,7 +38,7 @@ type hostPathTransport struct {
 
 func (t *hostPathTransport) Subscribe(tp Topic, h Handler) error {
 	switch tp.Type {
-	case msgs.TypeVideoKVCache:
+	case msgs.TypeVideoKVCache, msgs.TypeKVHandoff: // kv_transport dds or shm
 		t.onKV = h
 	case msgs.TypeTextContext:
 		t.onCtx = h

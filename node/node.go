@@ -31,6 +31,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // Logger receives the node's log lines. The rclgo adapter logs through the
@@ -137,6 +138,11 @@ type Node struct {
 	selfTest     SelfTestResult
 	backendState string
 	lastReport   Snapshot // counters at the previous diagnostics
+
+	// kv_transport shm (shm.go): the segments' reader and the receive
+	// path's descriptor (its callbacks never overlap).
+	shm     *kvshm.Reader
+	handoff msgs.KVHandoff
 
 	// Worker-owned.
 	chunk  expert.Chunk // the inputs of a backend that is not an expert.InputBinder
@@ -254,7 +260,13 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if r, ok := t.(Recycler); ok {
 		subscribe, n.recycle.give = r.SubscribeRecycled, r.Recycle
 	}
-	if err := subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, n.onKV); err != nil {
+	if p.KVTransport == KVTransportSHM {
+		// The descriptors are small: no recycling.
+		n.shm = kvshm.NewReader(kvshm.Policy{Dir: p.SHM.Dir, AllowedUIDs: p.SHM.AllowedUIDs})
+		if err := t.Subscribe(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff, QoS: p.QoS.KVCache}, n.onKVHandoff); err != nil {
+			return nil, fmt.Errorf("node: subscribe %s: %w", p.SHM.Topic, err)
+		}
+	} else if err := subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, n.onKV); err != nil {
 		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.KVCache, err)
 	}
 	if err := subscribe(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext, QoS: p.QoS.Context}, n.onContext); err != nil {
@@ -372,6 +384,9 @@ func (n *Node) Run(ctx context.Context) error {
 			n.recycle.freePair(p)
 			n.dropped(n.p.Topics.KVCache, DropShutdown)
 		}
+		if n.shm != nil {
+			_ = n.shm.Close() // unmapped once the pairing buffer lets go
+		}
 		n.publishDiagnostics(n.now())
 		n.log.Infof("stopped: %s", n.summary())
 	}()
@@ -465,6 +480,11 @@ func (n *Node) onKV(data []byte) {
 		n.rejected(rej)
 		return
 	}
+	n.acceptKV(in, topic, now, mono)
+}
+
+// acceptKV checks a decoded cache's stamp and pairs it.
+func (n *Node) acceptKV(in *kvInput, topic string, now, mono time.Time) {
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
 	if rej := n.checkStamp(topic, &n.kvStamp, &n.jumps.kvSeq, in.stamp, in.msg.Seq, now); rej != nil {

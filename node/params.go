@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,10 @@ type Params struct {
 	// and flags a chunk stale_input when its inputs are older than this at
 	// publish time. Zero disables both.
 	MaxInputAge time.Duration
+
+	// KV hand-off (issue 19, docs/shm.md): how the keys and values arrive.
+	KVTransport string // KVTransportDDS or KVTransportSHM
+	SHM         SHMParams
 
 	// ShutdownGrace is how long the orderly shutdown after the first
 	// SIGINT or SIGTERM may take before the process exits at once (a
@@ -273,6 +278,20 @@ type SelfTestParams struct {
 	MinCosine float64 // the prediction's cosine to the golden must reach this
 }
 
+// The KV hand-offs of the kv_transport parameter.
+const (
+	KVTransportDDS = "dds" // VideoKVCache messages on topics.kv_cache
+	KVTransportSHM = "shm" // KVHandoff descriptors on shm.topic, tensors in shared memory
+)
+
+// SHMParams configures the shared-memory hand-off (kv_transport shm).
+type SHMParams struct {
+	Topic string // the KVHandoff descriptor topic
+	Dir   string // the folder the segments are in
+	// AllowedUIDs are the owners a segment may have; empty: the node's own.
+	AllowedUIDs []int
+}
+
 // DefaultParams returns the defaults of every parameter, the values the
 // launch files' params YAML also lists.
 func DefaultParams() Params {
@@ -308,6 +327,8 @@ func DefaultParams() Params {
 		Sync:          SyncParams{Policy: SyncExact, Buffer: 4, Timeout: time.Second},
 		MaxInputAge:   time.Second,
 		ShutdownGrace: shutdown.DefaultGrace,
+		KVTransport:   KVTransportDDS,
+		SHM:           SHMParams{Topic: "video_kv_handoff", Dir: "/dev/shm"},
 		SelfTest:      SelfTestParams{MinCosine: 0.9999},
 		Actions:       defaultActionParams(),
 		Autostart:     true,
@@ -542,6 +563,22 @@ func paramDefs() []paramDef {
 		integer("sync.buffer", "messages held per input while waiting for a partner", 1, 64, func(p *Params) *int { return &p.Sync.Buffer }),
 		seconds("sync.timeout", "seconds an input waits for its partner", func(p *Params) *time.Duration { return &p.Sync.Timeout }),
 		seconds("max_input_age", "seconds; older inputs are rejected (0 = no limit)", func(p *Params) *time.Duration { return &p.MaxInputAge }),
+		// --- KV hand-off (issue 19, docs/shm.md) ---
+		paramDef{"kv_transport", kindString, "how the keys and values arrive: dds (VideoKVCache on topics.kv_cache) or shm (KVHandoff on shm.topic, tensors in shared memory)", func(p *Params, v value) error {
+			if v.s != KVTransportDDS && v.s != KVTransportSHM {
+				return fmt.Errorf("must be %q or %q, got %q", KVTransportDDS, KVTransportSHM, v.s)
+			}
+			p.KVTransport = v.s
+			return nil
+		}, func(p *Params) any { return p.KVTransport }},
+		str("shm.topic", "input KVHandoff topic (kv_transport shm)", func(p *Params) *string { return &p.SHM.Topic }),
+		str("shm.dir", "folder of the shared-memory segments (kv_transport shm)", func(p *Params) *string { return &p.SHM.Dir }),
+		paramDef{"shm.allowed_uids", kindString, "comma-separated uids a segment's owner may have (empty = the node's own uid)", func(p *Params, v value) error {
+			uids, err := parseUIDs(v.s)
+			p.SHM.AllowedUIDs = uids
+			return err
+		}, func(p *Params) any { return formatUIDs(p.SHM.AllowedUIDs) }},
+		// --- end of the KV hand-off block ---
 		paramDef{"shutdown_grace", kindDouble, fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once (status 130/143); a second signal exits at once", minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds()), func(p *Params, v value) error {
 			if !(v.f >= minShutdownGrace.Seconds() && v.f <= shutdown.MaxGrace.Seconds()) {
 				return fmt.Errorf("must be a number of seconds in [%g, %g], got %v", minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds(), v.f)
@@ -574,6 +611,31 @@ func paramDefs() []paramDef {
 		boolean("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager", func(p *Params) *bool { return &p.Autostart }),
 	)
 	return defs
+}
+
+// parseUIDs reads a comma-separated uid list (empty: none).
+func parseUIDs(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		u, err := strconv.ParseUint(f, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("must be comma-separated uids, got %q", s)
+		}
+		out = append(out, int(u))
+	}
+	return out, nil
+}
+
+func formatUIDs(uids []int) string {
+	parts := make([]string, len(uids))
+	for i, u := range uids {
+		parts[i] = strconv.Itoa(u)
+	}
+	return strings.Join(parts, ",")
 }
 
 // ParamNames lists every parameter name the node accepts, sorted.
@@ -641,6 +703,9 @@ func (p *Params) Validate() error {
 		if err := rosparam.ValidateTopicName(t.v); err != nil {
 			return fmt.Errorf("parameter %q: %w", t.name, err)
 		}
+	}
+	if p.KVTransport == KVTransportSHM && (strings.TrimSpace(p.SHM.Topic) == "" || p.SHM.Dir == "") {
+		return fmt.Errorf("parameters \"shm.topic\" and \"shm.dir\" must not be empty when kv_transport is %q", KVTransportSHM)
 	}
 	if p.Topics.KVCache == p.Topics.Context {
 		return fmt.Errorf("parameters \"topics.kv_cache\" and \"topics.context\" name the same topic %q", p.Topics.KVCache)

@@ -92,6 +92,7 @@ func (r *recycler) freeKV(k *kvInput) {
 		return
 	}
 	k.msg.Keys.Data, k.msg.Values.Data = nil, nil
+	k.lease.Release()
 	r.giveBack(k.raw)
 	k.raw = nil
 	r.kvs.put(k)
@@ -107,6 +108,7 @@ func (r *recycler) releaseKVPayload(k *kvInput) {
 		return
 	}
 	k.msg.Keys.Data, k.msg.Values.Data = nil, nil
+	k.lease.Release()
 	r.giveBack(k.raw)
 	k.raw = nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // Reason names why an input was rejected. Each reason is logged once and
@@ -28,6 +29,9 @@ const (
 	RejectStale        Reason = "stale"         // older than max_input_age on arrival
 	RejectOutOfOrder   Reason = "out_of_order"  // stamp older than the last accepted one
 	RejectDuplicate    Reason = "duplicate"     // stamp equal to the last accepted one
+	RejectSHM          Reason = "shm"           // a KVHandoff whose segment or descriptor is refused (kvshm)
+	RejectSHMStale     Reason = "shm_stale"     // a KVHandoff whose slot was overwritten before it was read
+	RejectTorn         Reason = "torn"          // a slot overwritten or truncated during the worker's copy
 )
 
 // Drop names why a valid input was not turned into a chunk. Counted as
@@ -67,6 +71,7 @@ type kvInput struct {
 	recv   time.Time     // arrival on the node's clock (sim time with use_sim_time): pairing timeouts
 	mono   time.Time     // arrival on the monotonic clock: measured latencies
 	decode time.Duration // the receive path's decoding and checks
+	lease  kvshm.Lease   // kv_transport shm: the slot the tensors view
 }
 
 // ctxInput is a decoded TextContext whose tensor views the received bytes.
@@ -91,6 +96,12 @@ func decodeKV(in *kvInput, topic string, data []byte, d expert.Dims) *inputError
 	if err := in.msg.UnmarshalCDRReuse(data); err != nil {
 		return decodeError(topic, err)
 	}
+	return checkKV(in, topic, d)
+}
+
+// checkKV checks a decoded cache's tensors and visibility against the
+// contract.
+func checkKV(in *kvInput, topic string, d expert.Dims) *inputError {
 	want := [...]uint32{uint32(d.Layers), 1, uint32(d.VideoTokens), uint32(d.AttnWidth())}
 	if e := checkTensor(topic, "keys", in.msg.Keys, want[:]); e != nil {
 		return e

@@ -42,34 +42,57 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			return
 		}
 	}
-	for _, t := range [...]struct {
-		topic, field, input string
-		src                 *msgs.Tensor
-		dst                 expert.TensorView
-	}{
-		{kvTopic, "keys", "video_keys", &p.kv.msg.Keys, views.VideoKeys},
-		{kvTopic, "values", "video_values", &p.kv.msg.Values, views.VideoValues},
-		{ctxTopic, "context", "context", &p.ctx.msg.Context, views.Context},
-	} {
-		var (
-			i   int
-			v   float32
-			err error
-		)
-		if t.dst.F16 != nil {
-			i, v, err = t.src.DecodeF16Checked(t.dst.F16)
-		} else {
-			i, v, err = t.src.DecodeF32Checked(t.dst.F32)
+	// A cache in shared memory is copied under copyGuarded (shm.go): a
+	// slot rewritten or truncated during the copy is rejected.
+	var (
+		shapeErr  *inputError
+		nonFinite error
+	)
+	copied, torn := n.copyGuarded(p, func() bool {
+		for _, t := range [...]struct {
+			topic, field, input string
+			src                 *msgs.Tensor
+			dst                 expert.TensorView
+		}{
+			{kvTopic, "keys", "video_keys", &p.kv.msg.Keys, views.VideoKeys},
+			{kvTopic, "values", "video_values", &p.kv.msg.Values, views.VideoValues},
+			{ctxTopic, "context", "context", &p.ctx.msg.Context, views.Context},
+		} {
+			var (
+				i   int
+				v   float32
+				err error
+			)
+			if t.dst.F16 != nil {
+				i, v, err = t.src.DecodeF16Checked(t.dst.F16)
+			} else {
+				i, v, err = t.src.DecodeF32Checked(t.dst.F32)
+			}
+			if err != nil {
+				shapeErr = reject(t.topic, RejectShape, "%s: %w", t.field, err)
+				return false
+			}
+			if i >= 0 {
+				nonFinite = expert.NonFiniteInput(t.input, i, v)
+				return false
+			}
 		}
-		if err != nil {
-			n.rtcDrop(RTCResetRejected)
-			n.rejectedPair(reject(t.topic, RejectShape, "%s: %w", t.field, err))
-			return
-		}
-		if i >= 0 {
-			n.rejectInput(expert.NonFiniteInput(t.input, i, v), p)
-			return
-		}
+		return true
+	})
+	switch {
+	case torn != nil: // a torn slot's bytes prove nothing else
+		n.rtcDrop(RTCResetRejected)
+		n.rejectedPair(torn)
+		return
+	case shapeErr != nil:
+		n.rtcDrop(RTCResetRejected)
+		n.rejectedPair(shapeErr)
+		return
+	case nonFinite != nil:
+		n.rejectInput(nonFinite, p)
+		return
+	case !copied:
+		return
 	}
 	// The keys and values are in the backend's buffers now: the 72 MB
 	// message goes back to the transport for the next one while this

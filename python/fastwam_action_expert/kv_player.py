@@ -168,6 +168,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="seconds to wait for a subscriber on both topics, 0 = forever (default 0)")
     p.add_argument("--instruction", default="", help="TextContext.instruction")
     p.add_argument("--frame-id", default="", help="header.frame_id of both messages")
+    p.add_argument("--shm", metavar="TOPIC", default="",
+                   help="hand the keys and values over through shared memory (the node's kv_transport shm): "
+                        "KVHandoff descriptors on TOPIC (its shm.topic) instead of VideoKVCache; "
+                        "the segment is /dev/shm/fastwam-kv.<pid>, removed at exit")
+    p.add_argument("--shm-slots", type=int, default=3, help="slots of the shared-memory segment (default 3)")
     a = p.parse_args(list(argv))
     if not (math.isfinite(a.rate) and 0 < a.rate <= 1000):
         p.error(f"--rate {a.rate}: want a rate in (0, 1000] Hz")
@@ -175,6 +180,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         p.error(f"--count {a.count}: want 0 (until Ctrl-C) or more")
     if not (math.isfinite(a.wait) and a.wait >= 0):
         p.error(f"--wait {a.wait}: want 0 (forever) or more seconds")
+    if not 1 <= a.shm_slots <= 64:
+        p.error(f"--shm-slots {a.shm_slots}: want 1 to 64")
     if a.topics[0] == a.topics[1]:
         p.error(f"--topics: both name {a.topics[0]!r}")
     try:
@@ -227,12 +234,22 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"kv_player: {args.file}: --f16: {e}", file=sys.stderr)
             return 1
 
+    shm = None
+    if args.shm:
+        try:
+            from fastwam_action_expert.msg import KVHandoff
+            from fastwam_action_expert.producer import ShmPublisher
+        except ImportError as e:
+            print(f"kv_player: --shm: the KVHandoff message is not importable ({e})", file=sys.stderr)
+            return 2
+        shm = ShmPublisher(golden["keys"].shape, f16=args.f16, slots=args.shm_slots, frame_id=args.frame_id)
+
     rclpy.init(args=argv)
     node = rclpy.create_node("kv_player")
     log = node.get_logger()
     producer = Producer(f16=args.f16, clock=ros_clock(node), frame_id=args.frame_id)
     qos = _qos(args.qos_profile)
-    pubs = [node.create_publisher(VideoKVCache, args.topics[0], qos),
+    pubs = [node.create_publisher(KVHandoff, args.shm, qos) if shm else node.create_publisher(VideoKVCache, args.topics[0], qos),
             node.create_publisher(TextContext, args.topics[1], qos)]
     k = golden["keys"]
     log.info(f"{args.file}: keys/values {list(k.shape)}, context {list(golden['context'].shape)}, "
@@ -263,12 +280,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         while rclpy.ok() and (args.count == 0 or sent < args.count):
             obs = producer.observe(golden["keys"], golden["values"], golden["context"], golden["mask"],
                                    instruction=args.instruction, visible_video_tokens=golden["visible_video_tokens"])
-            kv, ctx = obs.video_kv_cache_cdr(), obs.text_context_cdr()
+            if shm:  # the tensors into the next slot, a descriptor on the topic
+                kv = shm.publish(golden["keys"], golden["values"], stamp_ns=obs.stamp[0] * 1_000_000_000 + obs.stamp[1],
+                                 seq=obs.seq, visible_video_tokens=golden["visible_video_tokens"])
+            else:
+                kv = obs.video_kv_cache_cdr()
+            ctx = obs.text_context_cdr()
             pubs[0].publish(kv)
             pubs[1].publish(ctx)
             sent += 1
             log.info(f"published seq {obs.seq} stamp {obs.stamp[0]}.{obs.stamp[1]:09d} "
-                     f"(VideoKVCache {len(kv)} B, TextContext {len(ctx)} B)")
+                     f"({'KVHandoff' if shm else 'VideoKVCache'} {len(kv)} B, TextContext {len(ctx)} B)")
             next_at += period
             delay = next_at - time.monotonic()
             if delay > 0:
@@ -294,6 +316,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise
         stopped("interrupted")
     finally:
+        if shm is not None:
+            shm.close()
         node.destroy_node()
         if stop:
             # After Ctrl-C rclpy has shut the context down and the node's /rosout publisher is

@@ -38,9 +38,11 @@ them only when called.
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 import struct
 import time
-from typing import Any, Callable, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -544,3 +546,191 @@ class Producer:
         self._last_ns = ns
         self._seq += 1
         return obs
+
+
+# --- shared-memory hand-off (kv_transport shm, docs/shm.md) --------------------------------------
+
+SHM_MAGIC = b"FWKVSHM\x01"
+SHM_VERSION = 1
+SHM_HEADER_SIZE = 4096
+SHM_MAX_SLOTS = 64
+SHM_SLOT_ALIGN = 4096
+SHM_TENSOR_ALIGN = 64
+
+
+def _fence_fn() -> Optional[Callable[[], None]]:
+    """A full memory fence between the generation's stores and the payload's: libatomic's
+    atomic_thread_fence(seq_cst). Needed on arm64, where stores may be reordered; on x86-64 the
+    stores stay in program order (TSO) and none is needed."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("atomic")
+    if name:
+        try:
+            f = ctypes.CDLL(name).atomic_thread_fence
+            f.argtypes, f.restype = [ctypes.c_int], None
+            return lambda: f(5)  # __ATOMIC_SEQ_CST
+        except (OSError, AttributeError):
+            pass
+    import platform
+
+    if platform.machine() in ("x86_64", "AMD64"):
+        return None
+    raise ContractError("shared-memory hand-off: no libatomic.so.1 for the memory fence this machine needs")
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class ShmPublisher:
+    """The producer's side of a shared-memory segment: ``dir/prefix.<pid>``, mode 0600 (0660 with
+    group), ``slots`` slots of ``slot_size`` bytes after a 4096-byte header (the layout of Go's
+    node/kvshm). ``begin()`` returns the next slot's NumPy views to write keys and values into
+    (the world model may write its output there directly: no copy), ``commit()`` returns the
+    KVHandoff descriptor's CDR bytes. Stale segments of dead producers are removed at creation,
+    this one on ``close()``."""
+
+    def __init__(self, kv_shape: Sequence[int], f16: bool = False, slots: int = 3, dir: str = "/dev/shm",
+                 prefix: str = "fastwam-kv", group: bool = False, frame_id: str = "") -> None:
+        import mmap
+
+        if not 1 <= slots <= SHM_MAX_SLOTS:
+            raise ContractError(f"slots: {slots}, want 1 to {SHM_MAX_SLOTS}")
+        if not prefix or "/" in prefix or "\x00" in prefix:
+            raise ContractError(f"prefix: {prefix!r}, want a file name")
+        self.kv_shape = tuple(int(d) for d in kv_shape)
+        self.dtype = np.dtype("<f2" if f16 else "<f4")
+        self.nbytes = int(np.prod(self.kv_shape)) * self.dtype.itemsize
+        self.values_offset = _align(self.nbytes, SHM_TENSOR_ALIGN)
+        self.slot_size = _align(max(self.values_offset + self.nbytes, 1), SHM_SLOT_ALIGN)
+        self.slots, self.frame_id = slots, frame_id
+        self.name = f"{prefix}.{os.getpid()}"
+        self.path = os.path.join(dir, self.name)
+        clean_stale_segments(dir, prefix)
+        mode = 0o660 if group else 0o600
+        size = SHM_HEADER_SIZE + slots * self.slot_size
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        try:
+            os.fchmod(fd, mode)
+            os.ftruncate(fd, size)
+            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            os.unlink(self.path)
+            raise
+        os.close(fd)
+        hdr = struct.pack("<8sIIIIQ", SHM_MAGIC, SHM_VERSION, SHM_HEADER_SIZE, slots, os.getpid() & 0xFFFFFFFF,
+                          self.slot_size)
+        self._mm[: len(hdr)] = hdr
+        self._gens = np.frombuffer(self._mm, dtype="<u8", count=slots, offset=64)
+        self._fence = _fence_fn()
+        self._next, self._open = 0, -1
+        self._seq = 0
+
+    def _barrier(self) -> None:
+        if self._fence is not None:
+            self._fence()
+
+    def begin(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Marks the next slot as being written (its generation odd) and returns NumPy views of its
+        keys and values, of kv_shape and the wire dtype."""
+        if self._open >= 0:
+            raise ContractError("begin() twice without commit()")
+        s = self._next
+        self._next = (s + 1) % self.slots
+        self._gens[s] = int(self._gens[s]) | 1
+        self._barrier()  # odd before any byte of the payload changes
+        self._open = s
+        base = SHM_HEADER_SIZE + s * self.slot_size
+        n = int(np.prod(self.kv_shape))
+        k = np.frombuffer(self._mm, dtype=self.dtype, count=n, offset=base).reshape(self.kv_shape)
+        v = np.frombuffer(self._mm, dtype=self.dtype, count=n, offset=base + self.values_offset).reshape(self.kv_shape)
+        return k, v
+
+    def commit(self, stamp_ns: int, seq: Optional[int] = None, visible_video_tokens: int = 0) -> bytes:
+        """Marks the slot as written (generation even, new) and returns the KVHandoff's CDR."""
+        if self._open < 0:
+            raise ContractError("commit() without begin()")
+        s, self._open = self._open, -1
+        self._barrier()  # the payload before the even generation
+        gen = (int(self._gens[s]) | 1) + 1
+        self._gens[s] = gen
+        if seq is None:
+            seq, self._seq = self._seq, self._seq + 1
+        stamp = _check_stamp((stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000))
+        w = _CDRWriter()
+        w.header(stamp, self.frame_id)
+        w.u64(_check_seq(seq))
+        w.u32(visible_video_tokens)
+        w.string("segment", self.name)
+        w.u32(s)
+        w.u64(gen)
+        for off in (0, self.values_offset):
+            w.u32(len(self.kv_shape))
+            for d in self.kv_shape:
+                w.u32(d)
+            w.u8(DTYPE_FLOAT16 if self.dtype.itemsize == 2 else DTYPE_FLOAT32)
+            w.u64(off)
+            w.u64(self.nbytes)
+        return w.getvalue()
+
+    def publish(self, keys: Any, values: Any, stamp_ns: int, seq: Optional[int] = None,
+                visible_video_tokens: int = 0) -> bytes:
+        """Writes keys and values (NumPy arrays or torch tensors of kv_shape) into the next slot,
+        one copy each, and returns the descriptor's CDR."""
+        k = _float_tensor(keys, "keys", self.dtype.itemsize == 2)
+        v = _float_tensor(values, "values", self.dtype.itemsize == 2)
+        for name, a in (("keys", k), ("values", v)):
+            if a.shape != self.kv_shape:
+                raise ContractError(f"{name}: shape {a.shape}, the segment holds {self.kv_shape}")
+        dk, dv = self.begin()
+        dk[...] = k
+        dv[...] = v
+        return self.commit(stamp_ns, seq, visible_video_tokens)
+
+    def close(self) -> None:
+        """Unmaps and removes the segment."""
+        if self._mm is None:
+            return
+        gens, self._gens = self._gens, None
+        del gens
+        try:
+            self._mm.close()
+        except BufferError as e:
+            raise ContractError("close(): views from begin() are still alive; drop them first") from e
+        self._mm = None
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def clean_stale_segments(dir: str, prefix: str) -> List[str]:
+    """Removes this user's ``prefix.<pid>`` segments in dir whose pid no longer runs."""
+    removed = []
+    for n in os.listdir(dir):
+        rest = n[len(prefix) + 1:] if n.startswith(prefix + ".") else ""
+        if not rest.isdigit() or str(int(rest)) != rest:
+            continue
+        p = os.path.join(dir, n)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(rest), 0)
+            continue  # alive
+        except PermissionError:
+            continue  # alive, another user's
+        except ProcessLookupError:
+            pass
+        try:
+            os.unlink(p)
+            removed.append(n)
+        except FileNotFoundError:
+            pass
+    return removed

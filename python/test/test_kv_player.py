@@ -195,7 +195,11 @@ class Args(unittest.TestCase):
         a = K.parse_args(["g.npz", "--rate", "5", "--count", "3", "--f16", "--topics", "/a", "/b", "--qos", "best_effort"])
         self.assertEqual((a.rate, a.count, a.f16, a.topics, a.qos_profile["reliability"]),
                          (5.0, 3, True, ["/a", "/b"], "best_effort"))
-        for bad in (["g.npz", "--rate", "0"], ["g.npz", "--rate", "nan"], ["g.npz", "--count", "-1"],
+        a = K.parse_args(["g.npz", "--shm", "video_kv_handoff", "--shm-slots", "4"])
+        self.assertEqual((a.shm, a.shm_slots), ("video_kv_handoff", 4))
+        self.assertEqual(K.parse_args(["g.npz"]).shm, "")
+        for bad in (["g.npz", "--shm", "t", "--shm-slots", "0"], ["g.npz", "--shm-slots", "65"],
+                    ["g.npz", "--rate", "0"], ["g.npz", "--rate", "nan"], ["g.npz", "--count", "-1"],
                     ["g.npz", "--topics", "a", "a"], ["g.npz", "--qos", "x"], ["g.npz", "--wait", "-1"]):
             with self.assertRaises(SystemExit), _Quiet(), _NoStderr():
                 K.parse_args(bad)

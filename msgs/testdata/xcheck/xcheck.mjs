@@ -146,6 +146,16 @@ export const samples = [
     keys: { shape: [2, 1, 3, 4], dtype: 0, data: f32Bytes(range(24, (i) => (i - 12) * 0.25)) },
     values: { shape: [2, 1, 3, 4], dtype: 1, data: u16Bytes(range(24, (i) => 0x3c00 + 17 * i)) },
   }],
+  ["kv_handoff", `${PKG}/KVHandoff`, {
+    header: { stamp: { sec: 1700000003, nanosec: 77 }, frame_id: "world_model" },
+    seq: (1n << 33n) + 9n,
+    visible_video_tokens: 2,
+    segment: "fastwam-kv.1234",
+    slot: 3,
+    generation: 0x100000002n,
+    keys: { shape: [2, 1, 3, 4], dtype: 0, offset: 0n, length: 96n },
+    values: { shape: [2, 1, 3, 4], dtype: 1, offset: 128n, length: 48n },
+  }],
   ["text_context", `${PKG}/TextContext`, {
     header: { stamp: { sec: 1700000001, nanosec: 5 }, frame_id: "text" },
     seq: 42n,
