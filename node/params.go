@@ -370,9 +370,9 @@ func paramDefs() []paramDef {
 			return int64(p.RTC.InferenceDelay)
 		}},
 		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk, and a gap of this many control periods or more since it resets RTC", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
-		{"rtc.max_guidance", kindDouble, "beta, >= 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
-			if !(v.f >= 0) || v.f > math.MaxFloat32 {
-				return fmt.Errorf("must be a finite number >= 0, got %v", v.f)
+		{"rtc.max_guidance", kindDouble, "beta, > 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
+			if !(v.f > 0) || v.f > math.MaxFloat32 {
+				return fmt.Errorf("must be a finite number > 0 (0 would turn the guidance off; use rtc.mode off), got %v", v.f)
 			}
 			p.RTC.MaxGuidance = v.f
 			return nil
@@ -552,8 +552,8 @@ func (p *Params) Validate() error {
 	if p.RTC.Schedule > expert.MaskZeros {
 		return fmt.Errorf("parameter \"rtc.schedule\" is %v; want exp, linear, ones or zeros", p.RTC.Schedule)
 	}
-	if b := p.RTC.MaxGuidance; !(b >= 0) || b > math.MaxFloat32 {
-		return fmt.Errorf("parameter \"rtc.max_guidance\" is %v; want a finite number >= 0", b)
+	if b := p.RTC.MaxGuidance; !(b > 0) || b > math.MaxFloat32 {
+		return fmt.Errorf("parameter \"rtc.max_guidance\" is %v; want a finite number > 0 (0 would turn the guidance off; use rtc.mode off)", b)
 	}
 	if p.RTC.ExecutionHorizon < 1 {
 		return fmt.Errorf("parameter \"rtc.execution_horizon\" must be at least 1 action, got %d", p.RTC.ExecutionHorizon)

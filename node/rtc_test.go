@@ -415,7 +415,8 @@ func TestRTCParameterErrors(t *testing.T) {
 		{[]string{"-p", "rtc.inference_delay:=25"}, []string{`"rtc.inference_delay" 25`, "rtc.execution_horizon = 24"}},
 		{[]string{"-p", "rtc.execution_horizon:=0"}, []string{`"rtc.execution_horizon"`, "[1, 65536]"}},
 		{[]string{"-p", "rtc.execution_horizon:=4", "-p", "rtc.inference_delay:=5"}, []string{`"rtc.inference_delay" 5`}},
-		{[]string{"-p", "rtc.max_guidance:=-1"}, []string{`"rtc.max_guidance"`, ">= 0"}},
+		{[]string{"-p", "rtc.max_guidance:=-1"}, []string{`"rtc.max_guidance"`, "> 0"}},
+		{[]string{"-p", "rtc.max_guidance:=0.0"}, []string{`"rtc.max_guidance"`, "must be a finite number > 0", "got 0"}},
 		{[]string{"-p", "rtc.max_guidance:=.inf"}, []string{`"rtc.max_guidance"`}},
 		{[]string{"-p", "rtc.schedule:=cosine"}, []string{`"rtc.schedule"`, "exp, linear, ones or zeros", `"cosine"`}},
 	} {

@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/regfile"
+)
+
+// rtcHorizonGolden is the NumPy transcription of the RTC paper's soft mask
+// and LeRobot's RTCProcessor, written by golden/make_rtc_horizon_golden.py.
+const rtcHorizonGolden = "../golden/testdata/rtc_horizon.npz"
+
+// fieldBackend is a TEST FIXTURE, not a model: its velocity at step k is
+// a + sigma_k*b, the same for any latents, so that the identity Jacobian
+// of guided mode is exact and the node's guided chunk must equal LeRobot's
+// autograd guidance on it.
+type fieldBackend struct {
+	dims   expert.Dims
+	sigmas []float32
+	a, b   []float32
+	k      int
+}
+
+func (f *fieldBackend) Dims() expert.Dims                              { return f.dims }
+func (f *fieldBackend) BindChunk(context.Context, *expert.Chunk) error { return nil }
+func (f *fieldBackend) Close() error                                   { return nil }
+
+func (f *fieldBackend) Step(_ context.Context, _ []float32, tau float32, pred []float32) error {
+	if s := f.sigmas[f.k]; tau != s*1000 {
+		return fmt.Errorf("step %d: timestep %v, want %v", f.k, tau, s*1000)
+	}
+	for i := range pred {
+		pred[i] = f.a[i] + f.sigmas[f.k]*f.b[i]
+	}
+	f.k++
+	return nil
+}
+
+// TestRTCHorizonGolden builds each case's weights and guide as the worker
+// does (rtcState.build from a plan: previous chunk, s, d, H, schedule,
+// beta), runs the guided loop and compares the weights and the chunk with
+// the transcription of the sources: the ramp ends at min(H, T - s), also
+// for H > T - s and at the defaults (H 24, exp) with 9 <= s <= 23, where
+// the rule the node had before (ramp to H, cut at T - s) differs by up to
+// 0.67 in weight (exp, any d).
+func TestRTCHorizonGolden(t *testing.T) {
+	raw, err := regfile.ReadFile(rtcHorizonGolden, "rtc horizon golden", 1<<24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := golden.ParseArrays(t.Context(), rtcHorizonGolden, raw, "params", "beta", "sigmas", "shift")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := head["params"].Rows(-1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta := head["beta"].Data
+	sched := expert.Schedule{Shift: head["shift"].Data[0], Sigmas: head["sigmas"].Data}
+	if want, _ := expert.NewSchedule(10, 5); fmt.Sprint(want.Sigmas) != fmt.Sprint(sched.Sigmas) {
+		t.Fatalf("the golden's sigmas %v are not the node's %v", sched.Sigmas, want.Sigmas)
+	}
+	schedules := []expert.MaskSchedule{expert.MaskExp, expert.MaskLinear, expert.MaskOnes, expert.MaskZeros}
+	longHorizon := 0
+	for k, pr := range params {
+		T, s, H, d, si := int(pr[0]), int(pr[1]), int(pr[2]), int(pr[3]), int(pr[4])
+		name := fmt.Sprintf("case %d (T %d s %d H %d d %d %v)", k, T, s, H, d, schedules[si])
+		const dim = 7
+		key := func(n string) string { return fmt.Sprintf("c%d_%s", k, n) }
+		a, err := golden.ParseArrays(t.Context(), rtcHorizonGolden, raw, key("prev"), key("noise"), key("a"), key("b"), key("weights"), key("guided"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantW, err := a[key("weights")].Rows(4, T)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dims := tinyDims()
+		dims.ActionTokens = T
+		p := DefaultParams()
+		r := newRTCState(p, dims)
+		if H > T-s {
+			longHorizon++
+		}
+		// The weights of every schedule, through the worker's build.
+		for j, m := range schedules {
+			r.plan = RTCPlan{Mode: expert.RTCGuided, Prev: a[key("prev")].Data, Shift: s, Delay: d, Horizon: H, Schedule: m, MaxGuidance: beta[k]}
+			if _, err := r.build(a[key("noise")].Data); err != nil {
+				t.Fatalf("%s: build: %v", name, err)
+			}
+			for i, w := range r.weights {
+				if math.Abs(float64(w-wantW[j][i])) > 1e-6 {
+					t.Errorf("%s %v: weights %v, want %v", name, m, r.weights, wantW[j])
+					break
+				}
+			}
+		}
+		r.plan.Schedule = schedules[si]
+		g, err := r.build(a[key("noise")].Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := append([]float32(nil), a[key("noise")].Data...)
+		b := &fieldBackend{dims: dims, sigmas: sched.Sigmas, a: a[key("a")].Data, b: a[key("b")].Data}
+		if err := expert.IntegrateGuided(t.Context(), b, sched, x, make([]float32, len(x)), nil, g, nil); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := a[key("guided")].Data
+		if len(want) != T*dim {
+			t.Fatalf("%s: the golden's chunk has %d values", name, len(want))
+		}
+		worst := 0.0
+		for i := range x {
+			worst = math.Max(worst, math.Abs(float64(x[i]-want[i]))/math.Max(1, math.Abs(float64(want[i]))))
+		}
+		if !(worst <= 2e-5) {
+			t.Errorf("%s: guided chunk differs from the transcription by %.3g (relative)", name, worst)
+		}
+		t.Logf("%s: guided chunk within %.2g of the transcription", name, worst)
+	}
+	if longHorizon < 15 {
+		t.Errorf("only %d cases have H > T - s", longHorizon)
+	}
+}
+
+// TestRTCRefusesZeroBeta: beta 0 in guided mode is refused as a parameter
+// and as a recorded plan (LeRobot requires max_guidance_weight > 0).
+func TestRTCRefusesZeroBeta(t *testing.T) {
+	p := testParams()
+	p.RTC.MaxGuidance = 0
+	if err := p.Validate(); err == nil || !containsAll(err.Error(), `"rtc.max_guidance" is 0`, "> 0") {
+		t.Errorf("Validate with beta 0: %v", err)
+	}
+	d := tinyDims()
+	r := newRTCState(DefaultParams(), d)
+	r.plan = RTCPlan{Mode: expert.RTCGuided, Prev: make([]float32, d.LatentLen()), Shift: 3, Delay: 2, Horizon: 24}
+	g, err := r.build(make([]float32, d.LatentLen()))
+	if err == nil {
+		err = g.Check(d)
+	}
+	if err == nil || !containsAll(err.Error(), "rtc max guidance 0", "> 0") {
+		t.Errorf("a recorded guided plan with beta 0: %v", err)
+	}
+}
+
+// containsAll reports whether s contains every one of subs.
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
