@@ -216,8 +216,8 @@ func TestPrefixWeights(t *testing.T) {
 		{2, 6, 8, MaskOnes, []float32{1, 1, 1, 1, 1, 1, 0, 0}},
 		{2, 6, 8, MaskZeros, []float32{1, 1, 0, 0, 0, 0, 0, 0}},
 		{2, 6, 4, MaskLinear, []float32{1, 1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0}}, // the ramp ends with the target at row 4
-		{9, 3, 8, MaskLinear, []float32{1, 1, 1, 0, 0, 0, 0, 0}},         // delay clamped to the horizon
-		{0, 3, 8, MaskLinear, []float32{0.75, 0.5, 0.25, 0, 0, 0, 0, 0}}, // no delay: the ramp starts at row 0
+		{9, 3, 8, MaskLinear, []float32{1, 1, 1, 0, 0, 0, 0, 0}},             // delay clamped to the horizon
+		{0, 3, 8, MaskLinear, []float32{0.75, 0.5, 0.25, 0, 0, 0, 0, 0}},     // no delay: the ramp starts at row 0
 		{0, 0, 8, MaskOnes, make([]float32, 8)},
 		{3, 6, 0, MaskOnes, make([]float32, 8)},
 		{1, 12, 8, MaskLinear, []float32{1, 7.0 / 8, 6.0 / 8, 5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8}}, // horizon past the chunk: cut to it
