@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -323,5 +324,53 @@ func TestTimeJumpBeforeClockJump(t *testing.T) {
 				t.Errorf("after the jump: rejected %v, want one stale input", s.Rejected)
 			}
 		})
+	}
+}
+
+// TestPairSkewDiagnostics: the diagnostics measure how far apart the two
+// inputs of an observation arrive, and when a cache comes more than
+// sync.timeout after its context (Cyclone at full size on a loaded
+// machine, issue 16) they name that as the cause of the pair_timeout
+// drops and the sync.timeout that would take it.
+func TestPairSkewDiagnostics(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	// Two pairs, the cache 200 ms and 300 ms after its context.
+	for k, lag := range []time.Duration{200 * time.Millisecond, 300 * time.Millisecond} {
+		in := makeInputs(d, uint64(k), base.Add(time.Duration(k)*time.Second))
+		clock.Set(base.Add(time.Duration(k) * time.Second))
+		h.sendCtx(in.ctx)
+		clock.Advance(lag)
+		h.sendKV(in.kv)
+		h.waitChunk()
+	}
+	st := h.diag()
+	if diagValue(t, st, "pair_skew_ms.max") != "300.00" || diagValue(t, st, "pair_skew.later."+p.Topics.KVCache) != "2" ||
+		diagValue(t, st, "pair_skew.late_partners") != "0" || diagValue(t, st, "pair_skew.hint") != "none" || st.Level != 0 {
+		t.Errorf("after two pairs: %v (level %d)", st.Values, st.Level)
+	}
+	// The third cache comes 1.4 s after its context: the context has
+	// timed out by then.
+	in := makeInputs(d, 2, base.Add(2*time.Second))
+	clock.Set(base.Add(2 * time.Second))
+	h.sendCtx(in.ctx)
+	clock.Advance(1400 * time.Millisecond)
+	h.sendKV(in.kv)
+	h.noChunk(20 * time.Millisecond)
+	st = h.diag()
+	hint := diagValue(t, st, "pair_skew.hint")
+	for _, want := range []string{"1 inputs reached the node after their partner had waited sync.timeout 1s",
+		p.Topics.KVCache + " up to 1.4s after its " + p.Topics.Context, "pair_timeout", "sync.timeout:=2"} {
+		if !strings.Contains(hint, want) || !strings.Contains(st.Message, want) {
+			t.Errorf("hint %q / message %q: want %q", hint, st.Message, want)
+		}
+	}
+	if st.Level != 1 || diagValue(t, st, "pair_skew.late_partners") != "1" || diagValue(t, st, "pair_skew_ms.max") != "1400.00" ||
+		diagValue(t, st, "dropped.pair_timeout") != "1" {
+		t.Errorf("after the late cache: level %d, %v", st.Level, st.Values)
 	}
 }
