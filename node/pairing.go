@@ -69,13 +69,13 @@ type expiredInput struct {
 
 // skewStats is the arrival skew of the two inputs (see above).
 type skewStats struct {
-	win              window // later arrival minus earlier, pairs and late partners
-	kvLater          uint64 // observations whose cache arrived after its context
-	ctxLater         uint64
-	late             uint64        // partners that arrived after their peer timed out
-	lateMax          time.Duration // the largest skew of those
-	lateKV           bool          // the last late partner was a cache
-	expKV, expCtx    [expiredRing]expiredInput
+	win             window // later arrival minus earlier, pairs and late partners
+	kvLater         uint64 // observations whose cache arrived after its context
+	ctxLater        uint64
+	late            uint64        // partners that arrived after their peer timed out
+	lateMax         time.Duration // the largest skew of those
+	lateKV          bool          // the last late partner was a cache
+	expKV, expCtx   [expiredRing]expiredInput
 	nextKV, nextCtx int
 }
 
