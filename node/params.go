@@ -127,7 +127,7 @@ type RTCParams struct {
 	// ControlPeriod).
 	InferenceDelay int
 	// ExecutionHorizon is the first row no longer tied to the previous
-	// chunk; a gap of this many control periods or more resets RTC.
+	// chunk (the ramp ends earlier where the previous chunk's leftover does).
 	ExecutionHorizon int
 	MaxGuidance      float64 // beta, the guidance weight's clip (guided mode)
 	Schedule         expert.MaskSchedule
@@ -369,7 +369,7 @@ func paramDefs() []paramDef {
 			}
 			return int64(p.RTC.InferenceDelay)
 		}},
-		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk, and a gap of this many control periods or more since it resets RTC", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
+		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk (nor from where its leftover ends, if sooner)", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
 		{"rtc.max_guidance", kindDouble, "beta, > 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
 			if !(v.f > 0) || v.f > math.MaxFloat32 {
 				return fmt.Errorf("must be a finite number > 0 (0 would turn the guidance off; use rtc.mode off), got %v", v.f)

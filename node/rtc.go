@@ -34,7 +34,7 @@ type RTCReset string
 // (rtc_mode "off") and becomes the next chunk's predecessor.
 const (
 	RTCResetBackwards RTCReset = "time_backwards" // the observation is older than the previous chunk's (s < 0)
-	RTCResetGap       RTCReset = "gap"            // s >= rtc.execution_horizon control periods since the previous chunk
+	RTCResetGap       RTCReset = "gap"            // s >= action_tokens control periods since the previous chunk: nothing of it is left
 	RTCResetRejected  RTCReset = "rejected"       // the worker rejected a pair's inputs
 	RTCResetFailed    RTCReset = "failed"         // a chunk failed in the backend, encoding or publishing
 )
@@ -119,7 +119,12 @@ func (r *rtcState) choose(t time.Time, s *stats) (RTCReset, bool) {
 	case shift < 0:
 		r.has = false
 		return RTCResetBackwards, true
-	case shift >= float64(r.p.ExecutionHorizon):
+	case shift >= float64(len(r.weights)):
+		// Nothing of the previous chunk is left to tie to. With H <= s < T
+		// its last T - s rows are still being executed when this chunk
+		// arrives, and the ramp ends with them (PrefixWeights): resetting
+		// there, as the node did at s >= H, published an untied chunk
+		// whose seam was as large as with RTC off (issue 16).
 		r.has = false
 		return RTCResetGap, true
 	}

@@ -6,10 +6,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/internal/regfile"
+	"github.com/fastwam/actionexpert/msgs"
 )
 
 // rtcHorizonGolden is the NumPy transcription of the RTC paper's soft mask
@@ -158,4 +160,70 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRTCTiesAcrossLongGap: when the next observation comes s control
+// periods after the previous chunk's with H <= s < T (a pair lost or
+// superseded at 2 Hz makes s 20 to 30), the executor is still playing the
+// previous chunk's last rows when the new chunk arrives. The node used to
+// reset RTC at s >= H (gap) and publish the chunk untied: its seam with
+// the rows being executed was as large as with RTC off (7.6 on a real
+// ROS 2, issue 16). Now it ties the chunk to the leftover T - s rows
+// (the ramp ends there, as for any s) and resets only when nothing is
+// left, s >= T.
+func TestRTCTiesAcrossLongGap(t *testing.T) {
+	c, err := golden.LoadTiny(t.Context(), golden.TinyCases()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	seam := func(mode expert.RTCMode, s int) (msgs.ActionChunk, float64) {
+		p := testParams()
+		p.Steps = 10
+		p.RTC.Mode = mode
+		p.RTC.InferenceDelay = 2
+		clock := newFakeClock()
+		h := newHarness(t, p, tinyCPU(t, c), withClock(clock))
+		h.waitState(StateActive)
+		d := h.node.Dims()
+		t0 := clock.Now()
+		h.send(makeInputs(d, 0, t0))
+		a := h.waitChunk()
+		t1 := t0.Add(time.Duration(s) * p.ControlPeriod)
+		clock.Set(t1)
+		h.send(makeInputs(d, 1, t1))
+		b := h.waitChunk()
+		// The executor switches to b at its first row (no latency here):
+		// the seam is b's row 0 against a's row s.
+		var sum float64
+		for j, v := range b.Actions[0].Values {
+			e := float64(v - a.Actions[s].Values[j])
+			sum += e * e
+		}
+		return b, math.Sqrt(sum)
+	}
+	for _, s := range []int{22, 24, 26, 30} {
+		_, off := seam(expert.RTCOff, s)
+		b, got := seam(expert.RTCGuided, s)
+		t.Logf("s %d: seam %.3f guided (rtc_mode %s, shift %d), %.3f off", s, got, b.RTCMode, b.RTCShift, off)
+		if b.RTCMode != "guided" || b.RTCShift != uint32(s) || b.RTCHorizon != 24 {
+			t.Errorf("s %d: chunk rtc_mode %q shift %d horizon %d, want tied with shift %d", s, b.RTCMode, b.RTCShift, b.RTCHorizon, s)
+		}
+		if !(got < 0.1*off) {
+			t.Errorf("s %d: seam %.3f, not below 10%% of off's %.3f", s, got, off)
+		}
+	}
+	// Nothing left of the previous chunk: a reset, counted as gap.
+	p := testParams()
+	p.RTC.Mode = expert.RTCGuided
+	st := newStats()
+	r := newRTCState(p, tinyDims())
+	t0 := time.Unix(1_700_000_000, 0)
+	r.published(t0, 3, make([]float32, tinyDims().LatentLen()))
+	if why, reset := r.choose(t0.Add(32*p.ControlPeriod), st); !reset || why != RTCResetGap {
+		t.Errorf("s 32: reset %v %q, want gap", reset, why)
+	}
+	r.published(t0, 3, make([]float32, tinyDims().LatentLen()))
+	if _, reset := r.choose(t0.Add(31*p.ControlPeriod), st); reset || r.plan.Shift != 31 {
+		t.Errorf("s 31: reset %v, plan %+v; want tied with shift 31", reset, r.plan)
+	}
 }
