@@ -123,7 +123,7 @@ const AutoDelay = -1
 type RTCParams struct {
 	Mode expert.RTCMode
 	// InferenceDelay is d, the leading rows weighted 1: an action count,
-	// or AutoDelay for ceil(p95 of the receive-to-publish time /
+	// or AutoDelay for ceil(p95 of the input age at publication /
 	// ControlPeriod).
 	InferenceDelay int
 	// ExecutionHorizon is the first row no longer tied to the previous
@@ -350,7 +350,7 @@ func paramDefs() []paramDef {
 			p.RTC.Mode = m
 			return nil
 		}, func(p *Params) any { return p.RTC.Mode.String() }},
-		{"rtc.inference_delay", kindIntOrAuto, `d, in actions: the leading rows weighted 1 (executed before the chunk arrives); an integer in [0, rtc.execution_horizon], or "auto" = ceil(p95 of receive-to-publish / control_period), 0 until measured`, func(p *Params, v value) error {
+		{"rtc.inference_delay", kindIntOrAuto, `d, in actions: the leading rows weighted 1 (executed before the chunk arrives); an integer in [0, rtc.execution_horizon], or "auto" = ceil(p95 of the input age at publication / control_period), 0 until measured`, func(p *Params, v value) error {
 			if v.kind == valString {
 				if v.s != "auto" {
 					return fmt.Errorf(`must be an integer >= 0 or "auto", got %q`, v.s)

@@ -227,3 +227,29 @@ func TestRTCTiesAcrossLongGap(t *testing.T) {
 		t.Errorf("s 31: reset %v, plan %+v; want tied with shift 31", reset, r.plan)
 	}
 }
+
+// TestRTCAutoDelayFromInputAge: with rtc.inference_delay auto, d follows
+// the inputs' age at publication, which includes the producer's transport,
+// not the time from receipt: inputs that reach the node 300 ms after their
+// stamp make d ceil(300 ms / 50 ms) = 6 (before: 0, the receipt-to-publish
+// time on a test clock; on a loaded Humble machine d 1 against a takeover
+// at row 7, issue 16).
+func TestRTCAutoDelayFromInputAge(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.RTC.Mode = expert.RTCGuided
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	t0 := clock.Now()
+	var m msgs.ActionChunk
+	for k := range 3 {
+		stamp := t0.Add(time.Duration(k) * 10 * p.ControlPeriod)
+		clock.Set(stamp.Add(300 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), stamp))
+		m = h.waitChunk()
+	}
+	if m.RTCMode != "guided" || m.RTCDelay != 6 || m.InferenceDelay != 6 {
+		t.Errorf("rtc_mode %q rtc_delay %d inference_delay %d, want guided, 6, 6", m.RTCMode, m.RTCDelay, m.InferenceDelay)
+	}
+}

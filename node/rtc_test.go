@@ -254,7 +254,7 @@ func TestRTCChoose(t *testing.T) {
 		mode      expert.RTCMode
 		shift     int
 		reset     RTCReset
-		r2p       []time.Duration // receive-to-publish samples before the chunk
+		r2p       []time.Duration // input-age samples before the chunk
 		wantDelay int
 	}{
 		{after: 24 * time.Millisecond, mode: expert.RTCReplace, shift: 0, wantDelay: 0},
@@ -268,7 +268,7 @@ func TestRTCChoose(t *testing.T) {
 		r.published(t0, 9, prev)
 		st = newStats()
 		for _, v := range c.r2p {
-			st.published(0, v, 0, false, false, &RTCPlan{})
+			st.published(0, 0, v, false, false, &RTCPlan{}) // the input age, not receive to publish
 		}
 		why, reset := r.choose(t0.Add(c.after), st)
 		if c.reset != "" {
