@@ -85,10 +85,14 @@ func ParseMaskSchedule(s string) (MaskSchedule, error) {
 }
 
 // PrefixWeights fills w, one weight per action row of the new chunk, with
-// RTC's soft mask: 1 for the rows i < delay, then for delay <= i < horizon
-// the schedule applied to the ramp c = (horizon-i)/(horizon-delay+1), 0
-// from the horizon on, and 0 for every row i >= avail (where the previous
-// chunk has no action to agree with). delay is clamped to the horizon.
+// RTC's soft mask. avail is the number of rows the previous chunk still
+// has an action for (its leftover, T - s), and the ramp ends where the
+// leftover ends: the end is e = min(horizon, avail), as in the RTC paper's
+// mask (whose ramp runs to H - s, its H being the chunk length) and
+// LeRobot's RTCProcessor (which cuts an execution horizon longer than the
+// leftover to the leftover). Then, with d = min(delay, e), row i weighs 1
+// for i < d, the schedule applied to the ramp c = (e-i)/(e-d+1) for
+// d <= i < e, and 0 from e on (see docs/rtc.md).
 func PrefixWeights(w []float32, delay, horizon, avail int, sched MaskSchedule) error {
 	switch {
 	case delay < 0:
@@ -100,11 +104,12 @@ func PrefixWeights(w []float32, delay, horizon, avail int, sched MaskSchedule) e
 	case sched >= MaskSchedule(len(maskNames)):
 		return fmt.Errorf("expert: rtc mask schedule %v: want exp, linear, ones or zeros", sched)
 	}
+	horizon = min(horizon, avail)
 	delay = min(delay, horizon)
 	for i := range w {
 		var v float64
 		switch {
-		case i >= avail || i >= horizon:
+		case i >= horizon:
 			v = 0
 		case i < delay:
 			v = 1
@@ -183,8 +188,8 @@ func (g *Guide) Check(d Dims) error {
 			return err
 		}
 	}
-	if g.Mode == RTCGuided && (!(g.MaxGuidance >= 0) || math.IsInf(float64(g.MaxGuidance), 0)) {
-		return fmt.Errorf("expert: rtc max guidance %v: want a finite number >= 0", g.MaxGuidance)
+	if g.Mode == RTCGuided && (!(g.MaxGuidance > 0) || math.IsInf(float64(g.MaxGuidance), 0)) {
+		return fmt.Errorf("expert: rtc max guidance %v: want a finite number > 0 (beta; 0 would turn the guidance off, LeRobot refuses it too)", g.MaxGuidance)
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func TestGuideCheck(t *testing.T) {
 	}{
 		{"replace ok", Guide{Mode: RTCReplace, Target: y, Weights: w, Noise: eps}, ""},
 		{"guided ok without noise", Guide{Mode: RTCGuided, Target: y, Weights: w, MaxGuidance: 5}, ""},
-		{"guided ok, beta 0", Guide{Mode: RTCGuided, Target: y, Weights: w}, ""},
+		{"guided, beta 0", Guide{Mode: RTCGuided, Target: y, Weights: w}, "rtc max guidance 0: want a finite number > 0"},
 		{"replace ignores beta", Guide{Mode: RTCReplace, Target: y, Weights: w, Noise: eps, MaxGuidance: -1}, ""},
 		{"unknown mode", Guide{Mode: 7, Target: y, Weights: w, Noise: eps}, "rtc mode RTCMode(7): want off, replace or guided"},
 		{"weights short", Guide{Mode: RTCGuided, Target: y, Weights: w[:3], MaxGuidance: 5}, "rtc weights have 3 rows, want 4 (action_tokens)"},
@@ -174,7 +174,7 @@ func TestGuideCheck(t *testing.T) {
 		{"target Inf in a row of weight 0", Guide{Mode: RTCGuided, Target: with(y, 7, float32(math.Inf(1))), Weights: w, MaxGuidance: 5}, "rtc target[7] is +Inf"},
 		{"replace without noise", Guide{Mode: RTCReplace, Target: y, Weights: w}, "rtc noise has 0 elements, want 8"},
 		{"noise NaN", Guide{Mode: RTCReplace, Target: y, Weights: w, Noise: with(eps, 2, nan)}, "rtc noise[2] is NaN"},
-		{"beta negative", Guide{Mode: RTCGuided, Target: y, Weights: w, MaxGuidance: -1}, "rtc max guidance -1: want a finite number >= 0"},
+		{"beta negative", Guide{Mode: RTCGuided, Target: y, Weights: w, MaxGuidance: -1}, "rtc max guidance -1: want a finite number > 0"},
 		{"beta NaN", Guide{Mode: RTCGuided, Target: y, Weights: w, MaxGuidance: nan}, "rtc max guidance NaN"},
 		{"beta Inf", Guide{Mode: RTCGuided, Target: y, Weights: w, MaxGuidance: float32(math.Inf(1))}, "rtc max guidance +Inf"},
 	} {
@@ -201,8 +201,9 @@ func TestGuideCheck(t *testing.T) {
 }
 
 // TestPrefixWeights checks RTC's soft mask on hand-computed rows (ramp
-// c = (H-i)/(H-d+1)) and its argument errors; the PyTorch reference's
-// values are compared in expert/cpu's golden test.
+// c = (e-i)/(e-d+1), e = min(H, avail): the paper's and LeRobot's rule)
+// and its argument errors; the NumPy transcription of the sources is
+// compared in node's TestRTCHorizonGolden.
 func TestPrefixWeights(t *testing.T) {
 	ex := func(c float64) float32 { return float32(c * (math.Exp(c) - 1) / (math.E - 1)) }
 	for _, tc := range []struct {
@@ -214,12 +215,13 @@ func TestPrefixWeights(t *testing.T) {
 		{2, 6, 8, MaskExp, []float32{1, 1, ex(0.8), ex(0.6), ex(0.4), ex(0.2), 0, 0}},
 		{2, 6, 8, MaskOnes, []float32{1, 1, 1, 1, 1, 1, 0, 0}},
 		{2, 6, 8, MaskZeros, []float32{1, 1, 0, 0, 0, 0, 0, 0}},
-		{2, 6, 4, MaskLinear, []float32{1, 1, 0.8, 0.6, 0, 0, 0, 0}},     // no target from row 4
-		{9, 3, 8, MaskLinear, []float32{1, 1, 1, 0, 0, 0, 0, 0}},         // delay clamped to the horizon
-		{0, 3, 8, MaskLinear, []float32{0.75, 0.5, 0.25, 0, 0, 0, 0, 0}}, // no delay: the ramp starts at row 0
+		{2, 6, 4, MaskLinear, []float32{1, 1, 2.0 / 3, 1.0 / 3, 0, 0, 0, 0}}, // the ramp ends with the target at row 4
+		{9, 3, 8, MaskLinear, []float32{1, 1, 1, 0, 0, 0, 0, 0}},             // delay clamped to the horizon
+		{0, 3, 8, MaskLinear, []float32{0.75, 0.5, 0.25, 0, 0, 0, 0, 0}},     // no delay: the ramp starts at row 0
 		{0, 0, 8, MaskOnes, make([]float32, 8)},
 		{3, 6, 0, MaskOnes, make([]float32, 8)},
-		{1, 12, 8, MaskLinear, []float32{1, 11.0 / 12, 10.0 / 12, 9.0 / 12, 8.0 / 12, 7.0 / 12, 6.0 / 12, 5.0 / 12}}, // horizon past the chunk
+		{1, 12, 8, MaskLinear, []float32{1, 7.0 / 8, 6.0 / 8, 5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8}}, // horizon past the chunk: cut to it
+		{6, 12, 4, MaskLinear, []float32{1, 1, 1, 1, 0, 0, 0, 0}},                                           // delay past the target: clamped to it
 	} {
 		w := slices.Repeat([]float32{-1}, 8)
 		if err := PrefixWeights(w, tc.d, tc.h, tc.avail, tc.sched); err != nil {

@@ -43,7 +43,7 @@ PARAMETERS = [
     ("rtc.mode", "real-time chunking: off, replace or guided"),
     ("rtc.inference_delay", "d in actions (rows weighted 1): an integer in [0, rtc.execution_horizon] or auto"),
     ("rtc.execution_horizon", "actions, 1..action_tokens: rows from here on are not tied to the previous chunk"),
-    ("rtc.max_guidance", "beta >= 0: the clip of RTC's guidance weight (guided mode)"),
+    ("rtc.max_guidance", "beta > 0: the clip of RTC's guidance weight (guided mode)"),
     ("rtc.schedule", "soft mask between d and the horizon: exp, linear, ones or zeros"),
     ("topics.kv_cache", "input VideoKVCache topic"),
     ("topics.context", "input TextContext topic"),

@@ -58,6 +58,9 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	prev := n.lastReport
 	n.lastReport = s
 	n.stateMu.Unlock()
+	n.mu.Lock()
+	skew, skewQ, waiting, timeout := n.pairer.skew, n.pairer.skew.win.quantiles(), n.pairer.waiting(), n.pairer.timeout
+	n.mu.Unlock()
 
 	level, message := msgs.LevelOK, ""
 	newRejects := s.TotalRejected() - prev.TotalRejected()
@@ -81,6 +84,9 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		}
 		if newLost > 0 {
 			parts = append(parts, fmt.Sprintf("%d inputs unpaired", newLost))
+		}
+		if s.Dropped[DropPairTimeout] > prev.Dropped[DropPairTimeout] && skew.late > 0 {
+			parts = append(parts, n.lateHint(skew, timeout))
 		}
 		if newStale > 0 {
 			parts = append(parts, fmt.Sprintf("%d chunks stale", newStale))
@@ -134,9 +140,17 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
 	kv = appendRTC(kv, p, s)
 	kv = appendActions(kv, p, s)
-	n.mu.Lock()
-	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(n.pairer.waiting())})
-	n.mu.Unlock()
+	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(waiting)})
+	kv = appendQuantiles(kv, "pair_skew_ms", skewQ)
+	hint := "none"
+	if skew.late > 0 {
+		hint = n.lateHint(skew, timeout)
+	}
+	kv = append(kv,
+		msgs.KeyValue{Key: "pair_skew.later." + p.Topics.KVCache, Value: u(skew.kvLater)},
+		msgs.KeyValue{Key: "pair_skew.later." + p.Topics.Context, Value: u(skew.ctxLater)},
+		msgs.KeyValue{Key: "pair_skew.late_partners", Value: u(skew.late)},
+		msgs.KeyValue{Key: "pair_skew.hint", Value: hint})
 
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
@@ -212,4 +226,17 @@ func u(v uint64) string { return strconv.FormatUint(v, 10) }
 
 func msf(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds()*1000, 'f', 2, 64)
+}
+
+// lateHint says that partners arrive after sync.timeout, by how much, and
+// what sync.timeout would take them: the measured skew with a quarter
+// more, rounded up to 0.5 s.
+func (n *Node) lateHint(s skewStats, timeout time.Duration) string {
+	later, first := n.p.Topics.Context, n.p.Topics.KVCache
+	if s.lateKV {
+		later, first = first, later
+	}
+	want := time.Duration(float64(s.lateMax)*1.25/float64(500*time.Millisecond)+0.999999) * 500 * time.Millisecond
+	return fmt.Sprintf("%d inputs reached the node after their partner had waited sync.timeout %v (%s up to %v after its %s, the transport's latency): pairs were dropped as pair_timeout; set sync.timeout above that, e.g. sync.timeout:=%g",
+		s.late, timeout, later, s.lateMax.Round(time.Millisecond), first, want.Seconds())
 }

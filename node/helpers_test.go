@@ -176,6 +176,13 @@ func (c *fakeClock) Now() time.Time {
 	return c.t
 }
 
+// Set puts the clock at t (a /clock message).
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)

@@ -44,6 +44,79 @@ type pairer struct {
 
 	latest    *ctxInput // latest: newest context
 	pendingKV *kvInput  // latest: cache waiting for a first context
+
+	skew skewStats // exact: how far apart the two inputs of an observation arrive
+}
+
+// Arrival skew (exact policy). The two messages of one observation travel
+// separately, and a 72 MB cache can reach the node well after its 2 MB
+// context (on Cyclone DDS on a loaded machine, more than a second). The
+// pairer measures, for every observation whose two inputs it saw, the
+// later arrival minus the earlier on the node's clock, and which topic came
+// later: for the pairs it made, and for a partner that arrives after its
+// peer timed out (the pairer remembers the last expiredRing stamps that
+// timed out on each topic). The diagnostics report it, and name it as the
+// cause of pair_timeout drops with the sync.timeout it would take.
+
+// expiredRing is how many timed-out stamps per topic the pairer remembers.
+const expiredRing = 8
+
+// expiredInput is an input dropped by the timeout: its stamp and arrival.
+type expiredInput struct {
+	stamp, recv time.Time
+	set         bool
+}
+
+// skewStats is the arrival skew of the two inputs (see above).
+type skewStats struct {
+	win             window // later arrival minus earlier, pairs and late partners
+	kvLater         uint64 // observations whose cache arrived after its context
+	ctxLater        uint64
+	late            uint64        // partners that arrived after their peer timed out
+	lateMax         time.Duration // the largest skew of those
+	lateKV          bool          // the last late partner was a cache
+	expKV, expCtx   [expiredRing]expiredInput
+	nextKV, nextCtx int
+}
+
+// record adds one observation's skew; kvLater says which input came later.
+func (s *skewStats) record(d time.Duration, kvLater bool) {
+	s.win.add(d)
+	if kvLater {
+		s.kvLater++
+	} else {
+		s.ctxLater++
+	}
+}
+
+// expired remembers a timed-out input of the cache (kv) or context topic.
+func (s *skewStats) expired(stamp, recv time.Time, kv bool) {
+	if kv {
+		s.expKV[s.nextKV] = expiredInput{stamp, recv, true}
+		s.nextKV = (s.nextKV + 1) % expiredRing
+		return
+	}
+	s.expCtx[s.nextCtx] = expiredInput{stamp, recv, true}
+	s.nextCtx = (s.nextCtx + 1) % expiredRing
+}
+
+// latePartner checks whether an input of the other topic with stamp timed
+// out before this one (kv: a cache) arrived at now, and records it.
+func (s *skewStats) latePartner(stamp, now time.Time, kv bool) {
+	ring := &s.expKV
+	if kv {
+		ring = &s.expCtx
+	}
+	for i := range ring {
+		if e := &ring[i]; e.set && e.stamp.Equal(stamp) {
+			d := now.Sub(e.recv)
+			s.record(d, kv)
+			s.late++
+			s.lateMax, s.lateKV = max(s.lateMax, d), kv
+			e.set = false
+			return
+		}
+	}
 }
 
 // addKV offers a cache; it returns the pair it completes, if any.
@@ -60,8 +133,10 @@ func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 		p.pendingKV = k
 		return nil
 	}
+	p.skew.latePartner(k.stamp, k.recv, true)
 	for i, c := range p.ctxs {
 		if c.stamp.Equal(k.stamp) {
+			p.skew.record(k.recv.Sub(c.recv), true)
 			p.dropOlder(k.stamp, i, drop)
 			p.ctxs = slices.Delete(p.ctxs, 0, 1)
 			return p.rc.newPair(k, c)
@@ -90,8 +165,10 @@ func (p *pairer) addContext(c *ctxInput, now time.Time, drop dropFunc) *pair {
 		}
 		return nil
 	}
+	p.skew.latePartner(c.stamp, c.recv, false)
 	for i, k := range p.kvs {
 		if k.stamp.Equal(c.stamp) {
+			p.skew.record(c.recv.Sub(k.recv), false)
 			p.dropOlderKV(i, drop)
 			p.dropOlderCtx(c.stamp, drop)
 			p.kvs = slices.Delete(p.kvs, 0, 1)
@@ -159,6 +236,7 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 	}
 	n := 0
 	for n < len(p.kvs) && old(p.kvs[n].recv) {
+		p.skew.expired(p.kvs[n].stamp, p.kvs[n].recv, true)
 		drop(p.kvTopic, DropPairTimeout)
 		p.rc.freeKV(p.kvs[n])
 		n++
@@ -166,6 +244,7 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 	p.kvs = slices.Delete(p.kvs, 0, n)
 	n = 0
 	for n < len(p.ctxs) && old(p.ctxs[n].recv) {
+		p.skew.expired(p.ctxs[n].stamp, p.ctxs[n].recv, false)
 		drop(p.ctxTopic, DropPairTimeout)
 		p.rc.freeCtx(p.ctxs[n])
 		n++

@@ -238,11 +238,11 @@ const AutoDelay = -1
 type RTCParams struct {
 	Mode expert.RTCMode
 	// InferenceDelay is d, the leading rows weighted 1: an action count,
-	// or AutoDelay for ceil(p95 of the receive-to-publish time /
+	// or AutoDelay for ceil(p95 of the input age at publication /
 	// ControlPeriod).
 	InferenceDelay int
 	// ExecutionHorizon is the first row no longer tied to the previous
-	// chunk; a gap of this many control periods or more resets RTC.
+	// chunk (the ramp ends earlier where the previous chunk's leftover does).
 	ExecutionHorizon int
 	MaxGuidance      float64 // beta, the guidance weight's clip (guided mode)
 	Schedule         expert.MaskSchedule
@@ -482,7 +482,7 @@ func paramDefs() []paramDef {
 			p.RTC.Mode = m
 			return nil
 		}, func(p *Params) any { return p.RTC.Mode.String() }},
-		{"rtc.inference_delay", kindIntOrAuto, `d, in actions: the leading rows weighted 1 (executed before the chunk arrives); an integer in [0, rtc.execution_horizon], or "auto" = ceil(p95 of receive-to-publish / control_period), 0 until measured`, func(p *Params, v value) error {
+		{"rtc.inference_delay", kindIntOrAuto, `d, in actions: the leading rows weighted 1 (executed before the chunk arrives); an integer in [0, rtc.execution_horizon], or "auto" = ceil(p95 of the input age at publication / control_period), 0 until measured`, func(p *Params, v value) error {
 			if v.kind == valString {
 				if v.s != "auto" {
 					return fmt.Errorf(`must be an integer >= 0 or "auto", got %q`, v.s)
@@ -501,10 +501,10 @@ func paramDefs() []paramDef {
 			}
 			return int64(p.RTC.InferenceDelay)
 		}},
-		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk, and a gap of this many control periods or more since it resets RTC", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
-		{"rtc.max_guidance", kindDouble, "beta, >= 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
-			if !(v.f >= 0) || v.f > math.MaxFloat32 {
-				return fmt.Errorf("must be a finite number >= 0, got %v", v.f)
+		integer("rtc.execution_horizon", "actions, in [1, action_tokens]: rows from here on are not tied to the previous chunk (nor from where its leftover ends, if sooner)", 1, maxRTCRows, func(p *Params) *int { return &p.RTC.ExecutionHorizon }),
+		{"rtc.max_guidance", kindDouble, "beta, > 0: the clip of RTC's guidance weight (guided mode)", func(p *Params, v value) error {
+			if !(v.f > 0) || v.f > math.MaxFloat32 {
+				return fmt.Errorf("must be a finite number > 0 (0 would turn the guidance off; use rtc.mode off), got %v", v.f)
 			}
 			p.RTC.MaxGuidance = v.f
 			return nil
@@ -731,8 +731,8 @@ func (p *Params) Validate() error {
 	if p.RTC.Schedule > expert.MaskZeros {
 		return fmt.Errorf("parameter \"rtc.schedule\" is %v; want exp, linear, ones or zeros", p.RTC.Schedule)
 	}
-	if b := p.RTC.MaxGuidance; !(b >= 0) || b > math.MaxFloat32 {
-		return fmt.Errorf("parameter \"rtc.max_guidance\" is %v; want a finite number >= 0", b)
+	if b := p.RTC.MaxGuidance; !(b > 0) || b > math.MaxFloat32 {
+		return fmt.Errorf("parameter \"rtc.max_guidance\" is %v; want a finite number > 0 (0 would turn the guidance off; use rtc.mode off)", b)
 	}
 	if p.RTC.ExecutionHorizon < 1 {
 		return fmt.Errorf("parameter \"rtc.execution_horizon\" must be at least 1 action, got %d", p.RTC.ExecutionHorizon)

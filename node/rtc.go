@@ -34,7 +34,7 @@ type RTCReset string
 // (rtc_mode "off") and becomes the next chunk's predecessor.
 const (
 	RTCResetBackwards RTCReset = "time_backwards" // the observation is older than the previous chunk's (s < 0)
-	RTCResetGap       RTCReset = "gap"            // s >= rtc.execution_horizon control periods since the previous chunk
+	RTCResetGap       RTCReset = "gap"            // s >= action_tokens control periods since the previous chunk: nothing of it is left
 	RTCResetRejected  RTCReset = "rejected"       // the worker rejected a pair's inputs
 	RTCResetFailed    RTCReset = "failed"         // a chunk failed in the backend, encoding or publishing
 )
@@ -81,12 +81,12 @@ func checkRTC(p Params, d expert.Dims) error {
 }
 
 // delay is the d of the next chunk: the parameter, or with auto
-// ceil(p95 of the receive-to-publish times / dt), 0 before the first
+// ceil(p95 of the input ages at publication / dt), 0 before the first
 // sample; at most the horizon.
 func (r *rtcState) delay(s *stats) int {
 	d := r.p.InferenceDelay
 	if d == AutoDelay {
-		p95, ok := s.receiveToPublishP95(&r.lat)
+		p95, ok := s.inputAgeP95(&r.lat)
 		d = 0
 		if ok {
 			d = ceilPeriods(p95, r.dt, r.p.ExecutionHorizon)
@@ -119,7 +119,12 @@ func (r *rtcState) choose(t time.Time, s *stats) (RTCReset, bool) {
 	case shift < 0:
 		r.has = false
 		return RTCResetBackwards, true
-	case shift >= float64(r.p.ExecutionHorizon):
+	case shift >= float64(len(r.weights)):
+		// Nothing of the previous chunk is left to tie to. With H <= s < T
+		// its last T - s rows are still being executed when this chunk
+		// arrives, and the ramp ends with them (PrefixWeights): resetting
+		// there, as the node did at s >= H, published an untied chunk
+		// whose seam was as large as with RTC off (issue 16).
 		r.has = false
 		return RTCResetGap, true
 	}
@@ -191,12 +196,18 @@ func (pl *RTCPlan) fill(m *msgs.ActionChunk) {
 	m.RTCSchedule, m.RTCMaxGuidance = pl.Schedule.String(), pl.MaxGuidance
 }
 
-// receiveToPublishP95 is the 95th percentile of the receive-to-publish
+// inputAgeP95 is the 95th percentile of the input-age (stamp to publish)
 // window, computed in buf without allocating; false without samples.
-func (s *stats) receiveToPublishP95(buf *[windowSize]time.Duration) (time.Duration, bool) {
+//
+// The age, not the receive-to-publish time: the rows the robot executes
+// before a chunk takes over run from its observation's stamp, and on a
+// loaded machine the inputs reach the node well after it (on Fast DDS
+// here, age 269 ms at publication against 43 ms from receipt: d 1 where
+// the executor took the chunk over at row 7, issue 16).
+func (s *stats) inputAgeP95(buf *[windowSize]time.Duration) (time.Duration, bool) {
 	s.mu.Lock()
-	n := s.r2p.n
-	copy(buf[:n], s.r2p.buf[:n])
+	n := s.age.n
+	copy(buf[:n], s.age.buf[:n])
 	s.mu.Unlock()
 	if n == 0 {
 		return 0, false

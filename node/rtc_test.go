@@ -162,7 +162,7 @@ func TestRTCTiedChunksMatchDirect(t *testing.T) {
 }
 
 // TestRTCResets walks every reset rule through the node: no previous
-// chunk, a gap of the horizon or more, a rejected pair and a failed chunk
+// chunk, a gap of the chunk's length or more, a rejected pair and a failed chunk
 // each publish the chunk untied and tie the next one to it.
 func TestRTCResets(t *testing.T) {
 	d := tinyDims()
@@ -193,8 +193,10 @@ func TestRTCResets(t *testing.T) {
 	expect("next control period", "guided", c0.Seq, 1)
 	h.send(next(3 * dt))
 	expect("3 periods later", "guided", c0.Seq+1, 3)
-	h.send(next(4*dt - dt/2 + time.Millisecond)) // rounds to 4 = the horizon
-	c3 := expect("a gap of the horizon", "off", 0, 0)
+	h.send(next(4*dt - dt/2 + time.Millisecond)) // rounds to 4 = the horizon: still tied, to the leftover
+	expect("the horizon later", "guided", c0.Seq+2, 4)
+	h.send(next(32*dt - dt/2 + time.Millisecond)) // rounds to 32 = action_tokens: nothing left
+	c3 := expect("a gap of the chunk's length", "off", 0, 0)
 	h.send(next(dt))
 	expect("after the gap", "guided", c3.Seq, 1)
 
@@ -222,7 +224,7 @@ func TestRTCResets(t *testing.T) {
 
 	s := h.diag()
 	for key, want := range map[string]string{
-		"rtc.chunks": "5", "rtc.resets": "3", "rtc.resets.gap": "1", "rtc.resets.rejected": "1",
+		"rtc.chunks": "6", "rtc.resets": "3", "rtc.resets.gap": "1", "rtc.resets.rejected": "1",
 		"rtc.resets.failed": "1", "rtc.resets.time_backwards": "0", "rtc.last_shift": "1", "rtc.last_delay": "1",
 		"rtc.execution_horizon": "4", "rtc.inference_delay": "1", "control_period": "0.05",
 	} {
@@ -252,13 +254,13 @@ func TestRTCChoose(t *testing.T) {
 		mode      expert.RTCMode
 		shift     int
 		reset     RTCReset
-		r2p       []time.Duration // receive-to-publish samples before the chunk
+		r2p       []time.Duration // input-age samples before the chunk
 		wantDelay int
 	}{
 		{after: 24 * time.Millisecond, mode: expert.RTCReplace, shift: 0, wantDelay: 0},
 		{after: 26 * time.Millisecond, mode: expert.RTCReplace, shift: 1, r2p: []time.Duration{10 * time.Millisecond}, wantDelay: 1},
 		{after: 370 * time.Millisecond, mode: expert.RTCReplace, shift: 7, r2p: []time.Duration{120 * time.Millisecond}, wantDelay: 3},
-		{after: 375 * time.Millisecond, mode: expert.RTCOff, reset: RTCResetGap}, // round(7.5) = 8 = the horizon
+		{after: 1575 * time.Millisecond, mode: expert.RTCOff, reset: RTCResetGap}, // round(31.5) = 32 = action_tokens: nothing left
 		{after: -30 * time.Millisecond, mode: expert.RTCOff, reset: RTCResetBackwards},
 		{after: -20 * time.Millisecond, mode: expert.RTCReplace, shift: 0, r2p: make([]time.Duration, 300), wantDelay: 0}, // rounds to -0: the same instant
 		{after: 10 * time.Millisecond, mode: expert.RTCReplace, shift: 0, r2p: []time.Duration{time.Hour}, wantDelay: 8},  // clamped to the horizon
@@ -266,7 +268,7 @@ func TestRTCChoose(t *testing.T) {
 		r.published(t0, 9, prev)
 		st = newStats()
 		for _, v := range c.r2p {
-			st.published(0, v, 0, false, false, &RTCPlan{})
+			st.published(0, 0, v, false, false, &RTCPlan{}) // the input age, not receive to publish
 		}
 		why, reset := r.choose(t0.Add(c.after), st)
 		if c.reset != "" {
@@ -415,7 +417,8 @@ func TestRTCParameterErrors(t *testing.T) {
 		{[]string{"-p", "rtc.inference_delay:=25"}, []string{`"rtc.inference_delay" 25`, "rtc.execution_horizon = 24"}},
 		{[]string{"-p", "rtc.execution_horizon:=0"}, []string{`"rtc.execution_horizon"`, "[1, 65536]"}},
 		{[]string{"-p", "rtc.execution_horizon:=4", "-p", "rtc.inference_delay:=5"}, []string{`"rtc.inference_delay" 5`}},
-		{[]string{"-p", "rtc.max_guidance:=-1"}, []string{`"rtc.max_guidance"`, ">= 0"}},
+		{[]string{"-p", "rtc.max_guidance:=-1"}, []string{`"rtc.max_guidance"`, "> 0"}},
+		{[]string{"-p", "rtc.max_guidance:=0.0"}, []string{`"rtc.max_guidance"`, "must be a finite number > 0", "got 0"}},
 		{[]string{"-p", "rtc.max_guidance:=.inf"}, []string{`"rtc.max_guidance"`}},
 		{[]string{"-p", "rtc.schedule:=cosine"}, []string{`"rtc.schedule"`, "exp, linear, ones or zeros", `"cosine"`}},
 	} {

@@ -12,8 +12,8 @@ import (
 // last accepted one.
 //
 // The rule: an input of a stamp-checked topic (the cache; the context too
-// under sync.policy exact) that is not stale and whose stamp is strictly
-// older than the last accepted stamp of its topic is a jump backwards when
+// under sync.policy exact) whose stamp is strictly older than the last
+// accepted stamp of its topic is a jump backwards when
 //
 //   - it is older by more than the jump threshold, max(sync.timeout, 1 s):
 //     no pairing could still use a message that far back; or
@@ -28,6 +28,24 @@ import (
 // within the threshold, with a seq past the first one) is still rejected
 // as out_of_order, and an equal stamp as a duplicate (a bag of one message
 // played twice is not told from a message delivered twice).
+//
+// The rule reads only the inputs' own stamps and seqs, not the node's
+// clock, and it is applied before the age check (max_input_age): under
+// use_sim_time the first input of a new play can arrive before the node
+// has taken the play's /clock message that jumps back (seen on Cyclone
+// DDS: 15 ms before it), and against the old timeline's clock that input
+// is seconds old. Checked for age first, it was rejected as stale, the
+// jump went unseen, and every later input of the play was rejected as out
+// of order or duplicate. So, under use_sim_time, from a jump on the age
+// check is suspended until the clock has followed it (it reads earlier
+// than it did at the jump) or the jump threshold has passed on the clock
+// (a /clock that never jumps); the worker still flags a chunk stale_input
+// by its age at publication. On the wall clock the age check applies to
+// the jump's input as to any other: the wall clock does not jump back.
+// Since the rule ignores the clock, an input more than the threshold older
+// than the last one of its topic is taken for a jump even when it is a
+// straggler; one DDS writer delivers in order, so that takes a second
+// writer on the topic lagging by more than the threshold.
 //
 // On a jump the node logs one warning, counts it (time_jumps in the
 // diagnostics), forgets the last stamps and first seqs of both inputs (so
@@ -56,6 +74,10 @@ type seqStart struct {
 type timeJumps struct {
 	kvSeq, ctxSeq seqStart
 	count         atomic.Uint64
+	// Under use_sim_time, after a jump: the clock's reading at the jump,
+	// while the age check waits for the clock to follow (see above).
+	clockAt  time.Time
+	awaiting bool
 }
 
 // jumpThreshold is max(sync.timeout, 1 s).
@@ -68,8 +90,8 @@ func (n *Node) TimeJumps() uint64 { return n.jumps.count.Load() }
 // detecting a time jump backwards first (see above). c and s are the
 // topic's stamp and seq state. n.mu is held.
 func (n *Node) checkStamp(topic string, c *stampCheck, s *seqStart, stamp time.Time, seq uint64, now time.Time) *inputError {
-	var probe stampCheck // no previous stamp: only the zero-stamp and age checks
-	if rej := probe.check(topic, stamp, now, n.recvMaxAge); rej != nil {
+	var probe stampCheck // no previous stamp and no age limit: only the zero-stamp check
+	if rej := probe.check(topic, stamp, now, 0); rej != nil {
 		return rej
 	}
 	if c.seen && stamp.Before(c.last) {
@@ -77,9 +99,20 @@ func (n *Node) checkStamp(topic string, c *stampCheck, s *seqStart, stamp time.T
 		restarted := s.seen && s.last > s.first && seq <= s.first
 		if back > n.jumpThreshold() || restarted {
 			n.timeJump(topic, stamp, seq, c.last, back, restarted, s.first)
+			if n.p.UseSimTime {
+				n.jumps.clockAt, n.jumps.awaiting = now, true
+			}
 		}
 	}
-	if rej := c.check(topic, stamp, now, n.recvMaxAge); rej != nil {
+	maxAge := n.recvMaxAge
+	if n.jumps.awaiting {
+		if now.Before(n.jumps.clockAt) || now.Sub(n.jumps.clockAt) > n.jumpThreshold() {
+			n.jumps.awaiting = false // the clock has followed the jump, or never will
+		} else {
+			maxAge = 0
+		}
+	}
+	if rej := c.check(topic, stamp, now, maxAge); rej != nil {
 		return rej
 	}
 	if !s.seen {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,6 +124,10 @@ func TestTimeJumpRule(t *testing.T) {
 		{"equal stamp, restarted seq: a duplicate", 0, 10, 200, false, RejectDuplicate, 0},
 		{"2 s back within a 3 s sync.timeout", 3 * time.Second, 13, -1800, false, RejectOutOfOrder, 0},
 		{"4 s back beyond a 3 s sync.timeout", 3 * time.Second, 13, -3900, true, "", 0},
+		// The 1 s floor itself: with sync.timeout below it, 0.9 s back
+		// is still a reordering (a floor of 0.5 s would take it for a jump).
+		{"0.9 s back within the floor, sync.timeout 0.2 s", 200 * time.Millisecond, 13, -700, false, RejectOutOfOrder, 0},
+		{"1.1 s back beyond the floor, sync.timeout 0.2 s", 200 * time.Millisecond, 13, -900, true, "", 0},
 		{"lower seq right after the first input: a reordering", 0, 5, -50, false, RejectOutOfOrder, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,5 +225,152 @@ func TestPairerDropAfter(t *testing.T) {
 	latest.dropAfter(base.Add(2*time.Second), drop)
 	if latest.pendingKV != nil || latest.latest == nil || len(drops) != 1 {
 		t.Errorf("latest: pending %v, latest %v, drops %v; want the cache dropped, the older context kept", latest.pendingKV, latest.latest, drops)
+	}
+}
+
+// TestTimeJumpBeforeClockJump replays, in-process, what Cyclone DDS did on
+// a real ROS 2 Humble (issue 16): under use_sim_time the first input of a
+// new play of the regression bag arrives 15 ms before the node takes the
+// /clock message that jumps back, when the clock still reads the old
+// timeline's end, 4.006 s after that input's stamp. The jump is detected
+// from the input's own stamp and seq before the age check, the age check
+// waits for the clock to follow, and the second play gives its 8 chunks
+// (before: that input was rejected as stale, the jump went unseen and the
+// play gave 0 chunks, every later input out_of_order). On the wall clock
+// the same input is rejected as stale, and the jump is still detected.
+func TestTimeJumpBeforeClockJump(t *testing.T) {
+	in := regressionInputs(t)
+	c, err := golden.LoadTiny(t.Context(), golden.TinyCases()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stampOf := func(m bag.Message) time.Time {
+		if m.Type == msgs.TypeVideoKVCache {
+			var k msgs.VideoKVCache
+			if err := k.UnmarshalCDR(m.Data); err != nil {
+				t.Fatal(err)
+			}
+			return stampTime(k.Header.Stamp)
+		}
+		var x msgs.TextContext
+		if err := x.UnmarshalCDR(m.Data); err != nil {
+			t.Fatal(err)
+		}
+		return stampTime(x.Header.Stamp)
+	}
+	for _, sim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "use_sim_time", false: "wall clock"}[sim], func(t *testing.T) {
+			p := testParams()
+			p.MaxInputAge = time.Second
+			p.UseSimTime = sim
+			clock := newFakeClock()
+			h := newHarness(t, p, tinyCPU(t, c), withClock(clock))
+			h.waitState(StateActive)
+			// playAt sends in[k:] with the clock 20 ms after each stamp.
+			playAt := func(k int) int {
+				chunks := 0
+				for _, m := range in[k:] {
+					clock.Set(stampOf(m).Add(20 * time.Millisecond))
+					if m.Type == msgs.TypeTextContext {
+						h.sendRaw(h.ctxPub, slices.Clone(m.Data))
+						continue
+					}
+					h.sendRaw(h.kvPub, slices.Clone(m.Data))
+					h.waitChunk()
+					chunks++
+				}
+				return chunks
+			}
+			if n := playAt(0); n != 8 {
+				t.Fatalf("first play: %d chunks", n)
+			}
+			// The old timeline's clock runs on; the new play's first input
+			// (the context of seq 0) comes before its /clock.
+			first := in[0]
+			if first.Type != msgs.TypeTextContext {
+				t.Fatal("the bag's first input is not a context")
+			}
+			clock.Set(stampOf(first).Add(4006 * time.Millisecond))
+			h.sendRaw(h.ctxPub, slices.Clone(first.Data))
+			if h.node.TimeJumps() != 1 {
+				t.Fatalf("%d time jumps after the new play's first input, want 1; log:\n%s", h.node.TimeJumps(), h.log)
+			}
+			if !sim {
+				s := h.node.Stats()
+				if s.Rejected[RejectStale] != 1 {
+					t.Fatalf("wall clock: rejected %v, want the first input stale", s.Rejected)
+				}
+				// The cache of seq 0 waits in vain for its context; the
+				// other 7 pairs give their chunks.
+				clock.Set(stampOf(in[1]).Add(20 * time.Millisecond))
+				h.sendRaw(h.kvPub, slices.Clone(in[1].Data))
+				if n := playAt(2); n != 7 {
+					t.Errorf("wall clock: second play gave %d chunks, want 7", n)
+				}
+				return
+			}
+			if n := playAt(1); n != 8 {
+				t.Errorf("second play gave %d chunks, want 8", n)
+			}
+			s := h.node.Stats()
+			if s.TotalRejected() != 0 || s.Out != 16 || h.node.TimeJumps() != 1 {
+				t.Errorf("rejected %v, %d chunks, %d jumps; want none, 16, 1", s.Rejected, s.Out, h.node.TimeJumps())
+			}
+			// Once the clock has followed, the age check is back.
+			last := in[len(in)-2]
+			clock.Set(stampOf(last).Add(5 * time.Second))
+			h.sendRaw(h.ctxPub, slices.Clone(last.Data))
+			if s := h.node.Stats(); s.Rejected[RejectStale] != 1 {
+				t.Errorf("after the jump: rejected %v, want one stale input", s.Rejected)
+			}
+		})
+	}
+}
+
+// TestPairSkewDiagnostics: the diagnostics measure how far apart the two
+// inputs of an observation arrive, and when a cache comes more than
+// sync.timeout after its context (Cyclone at full size on a loaded
+// machine, issue 16) they name that as the cause of the pair_timeout
+// drops and the sync.timeout that would take it.
+func TestPairSkewDiagnostics(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	// Two pairs, the cache 200 ms and 300 ms after its context.
+	for k, lag := range []time.Duration{200 * time.Millisecond, 300 * time.Millisecond} {
+		in := makeInputs(d, uint64(k), base.Add(time.Duration(k)*time.Second))
+		clock.Set(base.Add(time.Duration(k) * time.Second))
+		h.sendCtx(in.ctx)
+		clock.Advance(lag)
+		h.sendKV(in.kv)
+		h.waitChunk()
+	}
+	st := h.diag()
+	if diagValue(t, st, "pair_skew_ms.max") != "300.00" || diagValue(t, st, "pair_skew.later."+p.Topics.KVCache) != "2" ||
+		diagValue(t, st, "pair_skew.late_partners") != "0" || diagValue(t, st, "pair_skew.hint") != "none" || st.Level != 0 {
+		t.Errorf("after two pairs: %v (level %d)", st.Values, st.Level)
+	}
+	// The third cache comes 1.4 s after its context: the context has
+	// timed out by then.
+	in := makeInputs(d, 2, base.Add(2*time.Second))
+	clock.Set(base.Add(2 * time.Second))
+	h.sendCtx(in.ctx)
+	clock.Advance(1400 * time.Millisecond)
+	h.sendKV(in.kv)
+	h.noChunk(20 * time.Millisecond)
+	st = h.diag()
+	hint := diagValue(t, st, "pair_skew.hint")
+	for _, want := range []string{"1 inputs reached the node after their partner had waited sync.timeout 1s",
+		p.Topics.KVCache + " up to 1.4s after its " + p.Topics.Context, "pair_timeout", "sync.timeout:=2"} {
+		if !strings.Contains(hint, want) || !strings.Contains(st.Message, want) {
+			t.Errorf("hint %q / message %q: want %q", hint, st.Message, want)
+		}
+	}
+	if st.Level != 1 || diagValue(t, st, "pair_skew.late_partners") != "1" || diagValue(t, st, "pair_skew_ms.max") != "1400.00" ||
+		diagValue(t, st, "dropped.pair_timeout") != "1" {
+		t.Errorf("after the late cache: level %d, %v", st.Level, st.Values)
 	}
 }

@@ -84,14 +84,16 @@ func recordedPlan(c *msgs.ActionChunk, bySeq map[uint64]*Recorded, flat map[uint
 	switch h, s, dl := int64(c.RTCHorizon), int64(c.RTCShift), int64(c.RTCDelay); {
 	case h < 1 || h > int64(rows):
 		return node.RTCPlan{}, fmt.Errorf("recorded rtc_horizon %d: want 1 to %d (action_tokens)", h, rows)
-	case s >= h:
-		return node.RTCPlan{}, fmt.Errorf("recorded rtc_shift %d: want less than rtc_horizon %d", s, h)
+	case s >= int64(rows):
+		// s may reach the horizon: the chunk is tied to the leftover rows
+		// (issue 16); nothing is left from action_tokens on.
+		return node.RTCPlan{}, fmt.Errorf("recorded rtc_shift %d: want less than %d (action_tokens)", s, rows)
 	case dl > h:
 		return node.RTCPlan{}, fmt.Errorf("recorded rtc_delay %d: want at most rtc_horizon %d", dl, h)
 	}
 	beta := c.RTCMaxGuidance
-	if !(beta >= 0) || math.IsInf(float64(beta), 0) {
-		return node.RTCPlan{}, fmt.Errorf("recorded rtc_max_guidance %v: want a finite number >= 0", beta)
+	if !(beta >= 0) || math.IsInf(float64(beta), 0) || (mode == expert.RTCGuided && beta == 0) {
+		return node.RTCPlan{}, fmt.Errorf("recorded rtc_max_guidance %v: want a finite number > 0 in guided mode (0 in replace mode)", beta)
 	}
 	prev, ok := bySeq[c.RTCPrevSeq]
 	if !ok {

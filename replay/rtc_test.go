@@ -121,7 +121,8 @@ func TestReplayBadRTCFields(t *testing.T) {
 	}{
 		{"unknown mode", func(c *msgs.ActionChunk) { c.RTCMode = "sideways" }, `recorded rtc_mode "sideways": want off, replace or guided`},
 		{"missing previous chunk", func(c *msgs.ActionChunk) { c.RTCPrevSeq = 99 }, "rtc_prev_seq 99: the bag records no chunk with that seq"},
-		{"shift past the horizon", func(c *msgs.ActionChunk) { c.RTCShift = 24 }, "recorded rtc_shift 24: want less than rtc_horizon 24"},
+		{"shift past the chunk", func(c *msgs.ActionChunk) { c.RTCShift = 32 }, "recorded rtc_shift 32: want less than 32 (action_tokens)"},
+		{"zero guidance", func(c *msgs.ActionChunk) { c.RTCMaxGuidance = 0 }, "recorded rtc_max_guidance 0: want a finite number > 0 in guided mode"},
 		{"horizon past the chunk", func(c *msgs.ActionChunk) { c.RTCHorizon = 33 }, "recorded rtc_horizon 33: want 1 to 32 (action_tokens)"},
 		{"delay past the horizon", func(c *msgs.ActionChunk) { c.RTCDelay = 25 }, "recorded rtc_delay 25: want at most rtc_horizon 24"},
 		{"unknown schedule", func(c *msgs.ActionChunk) { c.RTCSchedule = "cosine" }, `recorded rtc_schedule "cosine"`},

@@ -333,6 +333,10 @@ func TestRefusedChunks(t *testing.T) {
 		{"NaN", DropNonFinite, "row 1 value 3 is NaN", func(m *msgs.ActionChunk) { m.Actions[1].Values[3] = float32(math.NaN()) }, nil},
 		{"Inf", DropNonFinite, "row 0 value 0 is -Inf", func(m *msgs.ActionChunk) { m.Actions[0].Values[0] = float32(math.Inf(-1)) }, nil},
 		{"stale", DropStale, "its last action was for", func(m *msgs.ActionChunk) { m.Header.Stamp = stampOf(at(-3)) }, nil},
+		// The boundary: the last of the 3 rows is for instant 9, one
+		// period before now (row(now) = 3 = len(rows)); a check with > in
+		// place of >= would take it (issue 16).
+		{"stale at the boundary", DropStale, "its last action was for", func(m *msgs.ActionChunk) { m.Header.Stamp = stampOf(at(7)) }, nil},
 		{"future", DropFuture, "after now, more than its 3 rows of 50ms (clocks out of step?)", func(m *msgs.ActionChunk) { m.Header.Stamp = stampOf(at(14)) }, nil},
 	}
 	for _, c := range cases {
