@@ -2,7 +2,7 @@
 
 // Command fastwam_executor is the Fast-WAM chunk executor ROS 2 node. This
 // build has no ROS 2 support: the node needs rclgo, which compiles only
-// against a ROS 2 Humble installation. Rebuild it with the build tag:
+// against a ROS 2 (Humble or Jazzy) installation. Rebuild it with the build tag:
 //
 //	source /opt/ros/humble/setup.bash
 //	go build -tags rclgo ./cmd/fastwam_executor
@@ -17,6 +17,6 @@ import (
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "fastwam_executor was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_executor` against a sourced ROS 2 Humble")
+	fmt.Fprintln(os.Stderr, "fastwam_executor was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_executor` against a sourced ROS 2 (ros/rosgo.sh sets the cgo flags)")
 	os.Exit(1)
 }

@@ -2,7 +2,7 @@
 
 // Command fastwam_node is the Fast-WAM action-expert ROS 2 node. This build
 // has no ROS 2 support: the node needs rclgo, which compiles only against a
-// ROS 2 Humble installation. Rebuild it with the build tag:
+// ROS 2 (Humble or Jazzy) installation. Rebuild it with the build tag:
 //
 //	source /opt/ros/humble/setup.bash
 //	go build -tags rclgo ./cmd/fastwam_node
@@ -14,6 +14,6 @@ import (
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "fastwam_node was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_node` against a sourced ROS 2 Humble")
+	fmt.Fprintln(os.Stderr, "fastwam_node was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_node` against a sourced ROS 2 (ros/rosgo.sh sets the cgo flags)")
 	os.Exit(1)
 }

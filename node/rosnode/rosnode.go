@@ -6,7 +6,7 @@
 // generated bindings), the mapping of the node's QoS to rclgo's, and a
 // node.Logger on the ROS node's logger (console and /rosout).
 //
-// It is built only with the build tag rclgo, and needs a ROS 2 Humble
+// It is built only with the build tag rclgo, and needs a ROS 2 (Humble or Jazzy)
 // installation (headers and libraries) to compile and to run; the message
 // package fastwam_action_expert must be built and its install sourced.
 package rosnode

@@ -25,13 +25,13 @@ func (l testLogger) Warnf(f string, a ...any)  { l.t.Logf("WARN "+f, a...) }
 func (l testLogger) Errorf(f string, a ...any) { l.t.Logf("ERROR "+f, a...) }
 
 // needROS skips the test unless the message package's type support loads:
-// ROS 2 Humble and this package's colcon install must be sourced.
+// ROS 2 (Humble or Jazzy) and this package's colcon install must be sourced.
 func needROS(t *testing.T) {
 	t.Helper()
 	for _, ty := range []string{msgs.TypeVideoKVCache, msgs.TypeDiagnosticArray} {
 		pkg, name, _ := strings.Cut(ty, "/msg/")
 		if _, err := rclgo.LoadDynamicMessageTypeSupport(pkg, name); err != nil {
-			t.Skipf("ROS 2 type support for %s not found (source ROS 2 Humble and this package's install): %v", ty, err)
+			t.Skipf("ROS 2 type support for %s not found (source ROS 2 and this package's install): %v", ty, err)
 		}
 	}
 }

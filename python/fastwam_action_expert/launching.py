@@ -3,18 +3,45 @@
 action_expert.launch.py and executor.launch.py each list their node's
 parameters and call node_launch_description; this module (installed beside
 the package's message modules and the producer kit) builds the arguments and
-the Node action the same way for both.
+the node action the same way for both.
+
+The action expert (fastwam_node) is a managed node: it is started as a
+launch_ros LifecycleNode, so launch sees its transitions as events (the
+StateTransition events of launch_ros). The executor has no lifecycle and is
+a plain Node. If a node exits with a non-zero status (it could not start,
+for example a bad parameter), launch shuts down and `ros2 launch` exits
+with status 1.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
 PACKAGE = 'fastwam_action_expert'
+
+# The package's executables that are managed (lifecycle) nodes.
+LIFECYCLE_EXECUTABLES = ('fastwam_node',)
+
+
+class NodeFailed(RuntimeError):
+    """A node of the launch exited with a non-zero status."""
+
+
+def fail_on_error_exit(event, context):
+    """Make launch fail when the process of event exited with an error.
+
+    Raised from an event handler, the exception makes launch log it, shut
+    down the other processes and return 1 (`ros2 launch` exits with it);
+    a node that exits 0 (after SIGINT, or on its own) does not.
+    """
+    if event.returncode != 0:
+        raise NodeFailed(f'{event.action.name} exited with status {event.returncode}: '
+                         'the node could not start or stopped on an error (see its log above)')
 
 
 def node_launch_description(executable, node_name, params_yaml, parameters):
@@ -44,7 +71,8 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
         # launch_ros would put a `parameters` file after these arguments,
         # where its defaults would override the rules.
         params_file = LaunchConfiguration('params_file').perform(context)
-        return [Node(
+        node_class = LifecycleNode if executable in LIFECYCLE_EXECUTABLES else Node
+        node = node_class(
             package=PACKAGE,
             executable=executable,
             name=LaunchConfiguration('node_name'),
@@ -58,7 +86,9 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
             # exits at once. The SIGTERM sent after sigterm_timeout counts
             # as a second signal.
             sigterm_timeout='10',
-        )]
+        )
+        return [node, RegisterEventHandler(OnProcessExit(target_action=node,
+                                                         on_exit=fail_on_error_exit))]
 
     share = get_package_share_directory(PACKAGE)
     args = [
