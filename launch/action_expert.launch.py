@@ -1,4 +1,5 @@
-"""Launch the Fast-WAM action-expert node of package fastwam_action_expert.
+"""
+Launch the Fast-WAM action-expert node of package fastwam_action_expert.
 
 Parameters come first from params_file (default: the installed
 action_expert.params.yaml, which lists every parameter with its default),
@@ -22,60 +23,73 @@ from fastwam_action_expert.launching import node_launch_description
 # Every parameter of the node (node.ParamNames() in the Go package; a Go
 # test checks that this list matches), with its description.
 PARAMETERS = [
-    ("backend", "step backend: htp or cpu"),
-    ("htp.context_binary", "path of the action_step QNN context binary"),
-    ("htp.backend_library", "QNN HTP backend library"),
-    ("htp.system_library", "QNN system library"),
-    ("htp.rpcmem_library", "library providing rpcmem_alloc (libcdsprpc.so)"),
-    ("htp.graph_name", "graph name inside the context binary"),
-    ("htp.performance_mode", "HTP performance mode: burst, high_performance, balanced, power_saver, default"),
-    ("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs"),
-    ("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)"),
-    ("htp.rpc_vote", "send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call)"),
-    ("cpu.weights", "path of the action expert's safetensors weights"),
-    ("cpu.threads", "worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one per CPU)"),
-    ("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)"),
-    ("cpu.context_tokens", "context tokens the CPU backend accepts (0 = from the weights' config, else 129)"),
-    ("steps", "Euler steps per chunk"),
-    ("shift", "schedule shift"),
-    ("noise_seed", "base seed of the initial noise; a chunk uses noise_seed + the seq of its VideoKVCache"),
-    ("control_period", "seconds (LIBERO: 0.05): the control period; action i of a chunk is for header.stamp + i*control_period"),
-    ("rtc.mode", "real-time chunking: off, replace or guided"),
-    ("rtc.inference_delay", "d in actions (rows weighted 1): an integer in [0, rtc.execution_horizon] or auto"),
-    ("rtc.execution_horizon", "actions, 1..action_tokens: rows from here on are not tied to the previous chunk"),
-    ("rtc.max_guidance", "beta >= 0: the clip of RTC's guidance weight (guided mode)"),
-    ("rtc.schedule", "soft mask between d and the horizon: exp, linear, ones or zeros"),
-    ("topics.kv_cache", "input VideoKVCache topic"),
-    ("topics.context", "input TextContext topic"),
-    ("topics.actions", "output ActionChunk topic"),
-    ("topics.diagnostics", "diagnostics topic"),
-    ("qos.kv_cache.reliability", "reliable or best_effort"),
-    ("qos.kv_cache.durability", "volatile or transient_local"),
-    ("qos.kv_cache.history", "keep_last or keep_all"),
-    ("qos.kv_cache.depth", "queue depth of keep_last"),
-    ("qos.context.reliability", "reliable or best_effort"),
-    ("qos.context.durability", "volatile or transient_local"),
-    ("qos.context.history", "keep_last or keep_all"),
-    ("qos.context.depth", "queue depth of keep_last"),
-    ("qos.actions.reliability", "reliable or best_effort"),
-    ("qos.actions.durability", "volatile or transient_local"),
-    ("qos.actions.history", "keep_last or keep_all"),
-    ("qos.actions.depth", "queue depth of keep_last"),
-    ("sync.policy", "pairing of the inputs: exact (same stamp) or latest (newest context)"),
-    ("sync.buffer", "messages held per input while waiting for a partner"),
-    ("sync.timeout", "seconds an input waits for its partner"),
-    ("max_input_age", "seconds; older inputs are rejected (0 = no limit)"),
-    ("shutdown_grace", "seconds, in [0.01, 3600], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once (status 130/143); a second signal exits at once"),
-    ("clip.min", "lower action bound: one value or one per action dimension (empty = none)"),
-    ("clip.max", "upper action bound: one value or one per action dimension (empty = none)"),
-    ("dry_run", "publish chunks flagged dry_run (not for the robot)"),
-    ("self_test.golden", "golden .npz checked through the backend at start-up (empty = none)"),
-    ("self_test.skip", "go active without the golden self-test"),
-    ("self_test.min_cosine", "cosine the self-test must reach"),
-    ("use_sim_time", "standard ROS parameter: true puts the node's clock on /clock (stamps, input ages, stale checks, pairing timeouts); latencies stay on the monotonic clock"),
-    ("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager"),
+    ('backend', 'step backend: htp or cpu'),
+    ('htp.context_binary', 'path of the action_step QNN context binary'),
+    ('htp.backend_library', 'QNN HTP backend library'),
+    ('htp.system_library', 'QNN system library'),
+    ('htp.rpcmem_library', 'library providing rpcmem_alloc (libcdsprpc.so)'),
+    ('htp.graph_name', 'graph name inside the context binary'),
+    ('htp.performance_mode', 'HTP performance mode: burst, high_performance, balanced, '
+     'power_saver, default'),
+    ('htp.shared_buffers', 'use zero-copy rpcmem buffers for the inputs'),
+    ('htp.log_level', 'QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its '
+     "lines go to the node's log)"),
+    ('htp.rpc_vote', 'send the RPC control-latency and polling-time options of the performance '
+     'vote (their own setPowerConfig call)'),
+    ('cpu.weights', "path of the action expert's safetensors weights"),
+    ('cpu.threads', 'worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one '
+     'per CPU)'),
+    ('cpu.video_tokens', 'cached video tokens per layer the CPU backend accepts (0 = from the '
+     "weights' config, else 98)"),
+    ('cpu.context_tokens', "context tokens the CPU backend accepts (0 = from the weights' config, "
+     'else 129)'),
+    ('steps', 'Euler steps per chunk'),
+    ('shift', 'schedule shift'),
+    ('noise_seed', 'base seed of the initial noise; a chunk uses noise_seed + the seq of its '
+     'VideoKVCache'),
+    ('control_period', 'seconds (LIBERO: 0.05): the control period; action i of a chunk is for '
+     'header.stamp + i*control_period'),
+    ('rtc.mode', 'real-time chunking: off, replace or guided'),
+    ('rtc.inference_delay', 'd in actions (rows weighted 1): an integer in [0, '
+     'rtc.execution_horizon] or auto'),
+    ('rtc.execution_horizon', 'actions, 1..action_tokens: rows from here on are not tied to the '
+     'previous chunk'),
+    ('rtc.max_guidance', "beta >= 0: the clip of RTC's guidance weight (guided mode)"),
+    ('rtc.schedule', 'soft mask between d and the horizon: exp, linear, ones or zeros'),
+    ('topics.kv_cache', 'input VideoKVCache topic'),
+    ('topics.context', 'input TextContext topic'),
+    ('topics.actions', 'output ActionChunk topic'),
+    ('topics.diagnostics', 'diagnostics topic'),
+    ('qos.kv_cache.reliability', 'reliable or best_effort'),
+    ('qos.kv_cache.durability', 'volatile or transient_local'),
+    ('qos.kv_cache.history', 'keep_last or keep_all'),
+    ('qos.kv_cache.depth', 'queue depth of keep_last'),
+    ('qos.context.reliability', 'reliable or best_effort'),
+    ('qos.context.durability', 'volatile or transient_local'),
+    ('qos.context.history', 'keep_last or keep_all'),
+    ('qos.context.depth', 'queue depth of keep_last'),
+    ('qos.actions.reliability', 'reliable or best_effort'),
+    ('qos.actions.durability', 'volatile or transient_local'),
+    ('qos.actions.history', 'keep_last or keep_all'),
+    ('qos.actions.depth', 'queue depth of keep_last'),
+    ('sync.policy', 'pairing of the inputs: exact (same stamp) or latest (newest context)'),
+    ('sync.buffer', 'messages held per input while waiting for a partner'),
+    ('sync.timeout', 'seconds an input waits for its partner'),
+    ('max_input_age', 'seconds; older inputs are rejected (0 = no limit)'),
+    ('shutdown_grace', 'seconds, in [0.01, 3600], the shutdown after the first SIGINT/SIGTERM may '
+     'take before the node exits at once (status 130/143); a second signal exits at once'),
+    ('clip.min', 'lower action bound: one value or one per action dimension (empty = none)'),
+    ('clip.max', 'upper action bound: one value or one per action dimension (empty = none)'),
+    ('dry_run', 'publish chunks flagged dry_run (not for the robot)'),
+    ('self_test.golden', 'golden .npz checked through the backend at start-up (empty = none)'),
+    ('self_test.skip', 'go active without the golden self-test'),
+    ('self_test.min_cosine', 'cosine the self-test must reach'),
+    ('use_sim_time', "standard ROS parameter: true puts the node's clock on /clock (stamps, input "
+     'ages, stale checks, pairing timeouts); latencies stay on the monotonic clock'),
+    ('autostart', 'configure and activate at start-up; false waits unconfigured for `ros2 '
+     'lifecycle set` or a lifecycle manager'),
 ]
 
 
 def generate_launch_description():
-    return node_launch_description('fastwam_node', 'fastwam_action_expert', 'action_expert.params.yaml', PARAMETERS)
+    return node_launch_description('fastwam_node', 'fastwam_action_expert', 'action_expert.params.yaml', PARAMETERS)  # noqa: E501

@@ -1,4 +1,5 @@
-"""The launch description both launch files of fastwam_action_expert use.
+"""
+The launch description both launch files of fastwam_action_expert use.
 
 action_expert.launch.py and executor.launch.py each list their node's
 parameters and call node_launch_description; this module (installed beside
@@ -33,7 +34,8 @@ class NodeFailed(RuntimeError):
 
 
 def fail_on_error_exit(event, context):
-    """Make launch fail when the process of event exited with an error.
+    """
+    Make launch fail when the process of event exited with an error.
 
     Raised from an event handler, the exception makes launch log it, shut
     down the other processes and return 1 (`ros2 launch` exits with it);
@@ -45,7 +47,8 @@ def fail_on_error_exit(event, context):
 
 
 def node_launch_description(executable, node_name, params_yaml, parameters):
-    """Return the LaunchDescription that starts one node of the package.
+    """
+    Return the LaunchDescription that starts one node of the package.
 
     executable is the node binary (fastwam_node, fastwam_executor),
     node_name the default of the node_name argument, params_yaml the params

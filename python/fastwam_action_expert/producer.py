@@ -45,18 +45,18 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Tuple
 import numpy as np
 
 __all__ = [
-    "DTYPE_FLOAT32",
-    "DTYPE_FLOAT16",
-    "ContractError",
-    "Contract",
-    "Observation",
-    "Producer",
-    "ros_clock",
-    "check_video_kv",
-    "check_text_context",
-    "stack_video_cache",
-    "video_kv_cache_cdr",
-    "text_context_cdr",
+    'DTYPE_FLOAT32',
+    'DTYPE_FLOAT16',
+    'ContractError',
+    'Contract',
+    'Observation',
+    'Producer',
+    'ros_clock',
+    'check_video_kv',
+    'check_text_context',
+    'stack_video_cache',
+    'video_kv_cache_cdr',
+    'text_context_cdr',
 ]
 
 # Tensor.dtype codes (msg/Tensor.msg).
@@ -88,7 +88,7 @@ class Contract:
     text_dim: Optional[int] = None
 
     @staticmethod
-    def fastwam() -> "Contract":
+    def fastwam() -> 'Contract':
         """The contract of the released Fast-WAM action expert (LIBERO)."""
         return Contract(layers=30, video_tokens=98, attn_width=3072, context_tokens=129, text_dim=4096)
 
@@ -101,24 +101,24 @@ def _to_numpy(x: Any, field: str) -> np.ndarray:
     moved to the CPU (bfloat16, which NumPy lacks, becomes float32 exactly)."""
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "detach") and hasattr(x, "cpu") and hasattr(x, "numpy"):  # a torch tensor
+    if hasattr(x, 'detach') and hasattr(x, 'cpu') and hasattr(x, 'numpy'):  # a torch tensor
         t = x.detach().cpu()
-        if str(getattr(t, "dtype", "")) == "torch.bfloat16":
+        if str(getattr(t, 'dtype', '')) == 'torch.bfloat16':
             t = t.float()
         return t.numpy()
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
-    raise ContractError(f"{field}: got a {type(x).__name__}, want a NumPy array or a torch tensor")
+    raise ContractError(f'{field}: got a {type(x).__name__}, want a NumPy array or a torch tensor')
 
 
 def _float_tensor(x: Any, field: str, f16: bool) -> np.ndarray:
     """Checks that x holds floating-point values and returns them in the wire dtype, C-contiguous
     and little-endian, refusing NaN and infinity (also a value that overflows float16)."""
     a = _to_numpy(x, field)
-    if a.dtype.kind != "f":
-        raise ContractError(f"{field}: dtype {a.dtype}, want a floating-point type (float16, float32, float64 or bfloat16)")
-    wire = np.dtype("<f2") if f16 else np.dtype("<f4")
-    with np.errstate(over="ignore", invalid="ignore"):
+    if a.dtype.kind != 'f':
+        raise ContractError(f'{field}: dtype {a.dtype}, want a floating-point type (float16, float32, float64 or bfloat16)')
+    wire = np.dtype('<f2') if f16 else np.dtype('<f4')
+    with np.errstate(over='ignore', invalid='ignore'):
         out = np.ascontiguousarray(a, dtype=wire)
     bad = ~np.isfinite(out)
     if bad.any():
@@ -128,7 +128,7 @@ def _float_tensor(x: Any, field: str, f16: bool) -> np.ndarray:
         if np.isfinite(src):
             raise ContractError(
                 f"{field}[{','.join(map(str, idx))}] is {float(src)!r}, beyond float16's range "
-                f"(+-{_F16_MAX:g}): send float32 (f16=False) or rescale"
+                f'(+-{_F16_MAX:g}): send float32 (f16=False) or rescale'
             )
         raise ContractError(f"{field}[{','.join(map(str, idx))}] is {float(src)!r}, want finite values only")
     return out
@@ -139,9 +139,9 @@ def _check_dims(field: str, shape: Tuple[int, ...], want: Sequence[Optional[int]
     if len(shape) != len(want) or any(d <= 0 for d in shape) or any(
         w is not None and d != w for d, w in zip(shape, want)
     ):
-        raise ContractError(f"{field}: shape {list(shape)}, want {spec}")
+        raise ContractError(f'{field}: shape {list(shape)}, want {spec}')
     if any(d > _UINT32_MAX for d in shape):
-        raise ContractError(f"{field}: shape {list(shape)} has a dimension beyond the uint32 of Tensor.shape")
+        raise ContractError(f'{field}: shape {list(shape)} has a dimension beyond the uint32 of Tensor.shape')
 
 
 def check_video_kv(
@@ -158,22 +158,22 @@ def check_video_kv(
     same shape, floating point and finite; visible_video_tokens must be in [0, Sv].
     """
     c = contract or Contract()
-    k = _to_numpy(keys, "keys")
-    v = _to_numpy(values, "values")
+    k = _to_numpy(keys, 'keys')
+    v = _to_numpy(values, 'values')
     want = (c.layers, 1, c.video_tokens, c.attn_width)
-    spec = "[layers,1,Sv,heads*head_dim] = [{}]".format(
-        ",".join("*" if w is None else str(w) for w in want)
+    spec = '[layers,1,Sv,heads*head_dim] = [{}]'.format(
+        ','.join('*' if w is None else str(w) for w in want)
     )
-    _check_dims("keys", tuple(k.shape), want, spec)
-    _check_dims("values", tuple(v.shape), want, spec)
+    _check_dims('keys', tuple(k.shape), want, spec)
+    _check_dims('values', tuple(v.shape), want, spec)
     if k.shape != v.shape:
-        raise ContractError(f"values: shape {list(v.shape)}, keys {list(k.shape)}: they must match")
+        raise ContractError(f'values: shape {list(v.shape)}, keys {list(k.shape)}: they must match')
     sv = k.shape[2]
     if not isinstance(visible_video_tokens, (int, np.integer)) or isinstance(visible_video_tokens, bool) or not (
         0 <= visible_video_tokens <= sv
     ):
-        raise ContractError(f"visible_video_tokens: {visible_video_tokens!r}, want a whole number in [0,{sv}] (0 = all)")
-    return _float_tensor(k, "keys", f16), _float_tensor(v, "values", f16)
+        raise ContractError(f'visible_video_tokens: {visible_video_tokens!r}, want a whole number in [0,{sv}] (0 = all)')
+    return _float_tensor(k, 'keys', f16), _float_tensor(v, 'values', f16)
 
 
 def check_text_context(
@@ -189,26 +189,26 @@ def check_text_context(
     1), with at least one True (the node refuses a context with every token masked).
     """
     c = contract or Contract()
-    x = _to_numpy(context, "context")
+    x = _to_numpy(context, 'context')
     want = (1, c.context_tokens, c.text_dim)
-    spec = "[1,L,T] = [{}]".format(",".join("*" if w is None else str(w) for w in want))
-    _check_dims("context", tuple(x.shape), want, spec)
+    spec = '[1,L,T] = [{}]'.format(','.join('*' if w is None else str(w) for w in want))
+    _check_dims('context', tuple(x.shape), want, spec)
     length = x.shape[1]
-    m = _to_numpy(mask, "attention_mask")
+    m = _to_numpy(mask, 'attention_mask')
     if m.shape not in ((length,), (1, length)):
-        raise ContractError(f"attention_mask: shape {list(m.shape)}, want [{length}] or [1,{length}] (L of the context)")
+        raise ContractError(f'attention_mask: shape {list(m.shape)}, want [{length}] or [1,{length}] (L of the context)')
     m = m.reshape(length)
     if m.dtype != np.bool_:
-        if m.dtype.kind not in "fiu":
-            raise ContractError(f"attention_mask: dtype {m.dtype}, want bool")
+        if m.dtype.kind not in 'fiu':
+            raise ContractError(f'attention_mask: dtype {m.dtype}, want bool')
         ok = (m == 0) | (m == 1)
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            raise ContractError(f"attention_mask[{i}] is {m[i]!r}, want bool (or 0/1)")
+            raise ContractError(f'attention_mask[{i}] is {m[i]!r}, want bool (or 0/1)')
         m = m == 1
     if not m.any():
-        raise ContractError(f"attention_mask masks all {length} tokens; at least one must be attendable")
-    return _float_tensor(x, "context", f16), np.ascontiguousarray(m, dtype=np.bool_)
+        raise ContractError(f'attention_mask masks all {length} tokens; at least one must be attendable')
+    return _float_tensor(x, 'context', f16), np.ascontiguousarray(m, dtype=np.bool_)
 
 
 def stack_video_cache(cache: Iterable[Any], batch_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
@@ -223,34 +223,34 @@ def stack_video_cache(cache: Iterable[Any], batch_index: int = 0) -> Tuple[np.nd
     shape0 = None
     for layer, entry in enumerate(cache):
         if isinstance(entry, dict):
-            if "k" not in entry or "v" not in entry:
+            if 'k' not in entry or 'v' not in entry:
                 raise ContractError(f"cache[{layer}]: a dict with keys {sorted(entry)}, want 'k' and 'v'")
-            k, v = entry["k"], entry["v"]
+            k, v = entry['k'], entry['v']
         elif isinstance(entry, (tuple, list)) and len(entry) == 2:
             k, v = entry
         else:
             raise ContractError(f"cache[{layer}]: a {type(entry).__name__}, want a dict with 'k' and 'v' or a (k, v) pair")
         out = []
-        for name, t in (("k", k), ("v", v)):
-            a = _to_numpy(t, f"cache[{layer}].{name}")
+        for name, t in (('k', k), ('v', v)):
+            a = _to_numpy(t, f'cache[{layer}].{name}')
             if a.ndim not in (3, 4) or any(d <= 0 for d in a.shape):
                 raise ContractError(
-                    f"cache[{layer}].{name}: shape {list(a.shape)}, want [B,Sv,heads,head_dim] or [B,Sv,heads*head_dim]"
+                    f'cache[{layer}].{name}: shape {list(a.shape)}, want [B,Sv,heads,head_dim] or [B,Sv,heads*head_dim]'
                 )
             if not 0 <= batch_index < a.shape[0]:
-                raise ContractError(f"cache[{layer}].{name}: batch {a.shape[0]}, batch_index {batch_index} is outside it")
+                raise ContractError(f'cache[{layer}].{name}: batch {a.shape[0]}, batch_index {batch_index} is outside it')
             row = a[batch_index]
             out.append(row.reshape(row.shape[0], -1))
         if out[0].shape != out[1].shape:
-            raise ContractError(f"cache[{layer}]: k is {list(out[0].shape)} and v {list(out[1].shape)} per batch row; they must match")
+            raise ContractError(f'cache[{layer}]: k is {list(out[0].shape)} and v {list(out[1].shape)} per batch row; they must match')
         if shape0 is None:
             shape0 = out[0].shape
         elif out[0].shape != shape0:
-            raise ContractError(f"cache[{layer}]: [Sv,A] = {list(out[0].shape)}, layer 0 has {list(shape0)}")
+            raise ContractError(f'cache[{layer}]: [Sv,A] = {list(out[0].shape)}, layer 0 has {list(shape0)}')
         ks.append(out[0])
         vs.append(out[1])
     if not ks:
-        raise ContractError("cache: no layers, want one entry per DiT layer")
+        raise ContractError('cache: no layers, want one entry per DiT layer')
     return np.stack(ks)[:, None], np.stack(vs)[:, None]
 
 
@@ -263,17 +263,17 @@ class _CDRWriter:
     are a uint32 count then the elements, strings a uint32 length that counts a final NUL."""
 
     def __init__(self) -> None:
-        self._parts: list = [b"\x00\x01\x00\x00"]
+        self._parts: list = [b'\x00\x01\x00\x00']
         self._off = 0  # bytes written after the header
 
     def _pad(self, n: int) -> None:
         p = -self._off % n
         if p:
-            self._parts.append(b"\x00" * p)
+            self._parts.append(b'\x00' * p)
             self._off += p
 
     def u8(self, v: int) -> None:
-        self._parts.append(struct.pack("<B", v))
+        self._parts.append(struct.pack('<B', v))
         self._off += 1
 
     def boolean(self, v: bool) -> None:
@@ -281,30 +281,30 @@ class _CDRWriter:
 
     def u32(self, v: int) -> None:
         self._pad(4)
-        self._parts.append(struct.pack("<I", v))
+        self._parts.append(struct.pack('<I', v))
         self._off += 4
 
     def i32(self, v: int) -> None:
         self._pad(4)
-        self._parts.append(struct.pack("<i", v))
+        self._parts.append(struct.pack('<i', v))
         self._off += 4
 
     def u64(self, v: int) -> None:
         self._pad(8)
-        self._parts.append(struct.pack("<Q", v))
+        self._parts.append(struct.pack('<Q', v))
         self._off += 8
 
     def string(self, field: str, s: str) -> None:
-        b = s.encode("utf-8")
-        if b"\x00" in b:
-            raise ContractError(f"{field}: contains a NUL character, which a ROS string cannot hold")
+        b = s.encode('utf-8')
+        if b'\x00' in b:
+            raise ContractError(f'{field}: contains a NUL character, which a ROS string cannot hold')
         self.u32(len(b) + 1)
-        self._parts.append(b + b"\x00")
+        self._parts.append(b + b'\x00')
         self._off += len(b) + 1
 
     def raw(self, b: Any) -> None:
         """Appends bytes (or a C-contiguous array's buffer) without alignment."""
-        mv = memoryview(b).cast("B")
+        mv = memoryview(b).cast('B')
         self._parts.append(mv)
         self._off += mv.nbytes
 
@@ -324,24 +324,24 @@ class _CDRWriter:
     def header(self, stamp: Tuple[int, int], frame_id: str) -> None:
         self.i32(stamp[0])
         self.u32(stamp[1])
-        self.string("header.frame_id", frame_id)
+        self.string('header.frame_id', frame_id)
 
     def getvalue(self) -> bytes:
-        return b"".join(self._parts)
+        return b''.join(self._parts)
 
 
 def _check_stamp(stamp: Tuple[int, int]) -> Tuple[int, int]:
     sec, nsec = stamp
     if not (0 <= sec <= _INT32_MAX and 0 <= nsec < 1_000_000_000):
-        raise ContractError(f"stamp: ({sec}, {nsec}), want sec in [0,{_INT32_MAX}] and nanosec in [0,1e9)")
+        raise ContractError(f'stamp: ({sec}, {nsec}), want sec in [0,{_INT32_MAX}] and nanosec in [0,1e9)')
     if sec == 0 and nsec == 0:
-        raise ContractError("stamp: zero, which the node refuses; stamp the observation")
+        raise ContractError('stamp: zero, which the node refuses; stamp the observation')
     return int(sec), int(nsec)
 
 
 def _check_seq(seq: int) -> int:
     if not isinstance(seq, (int, np.integer)) or isinstance(seq, bool) or not 0 <= seq <= _UINT64_MAX:
-        raise ContractError(f"seq: {seq!r}, want a whole number in [0,2^64)")
+        raise ContractError(f'seq: {seq!r}, want a whole number in [0,2^64)')
     return int(seq)
 
 
@@ -351,7 +351,7 @@ def video_kv_cache_cdr(
     *,
     stamp: Tuple[int, int],
     seq: int,
-    frame_id: str = "",
+    frame_id: str = '',
     visible_video_tokens: int = 0,
     f16: bool = False,
     contract: Optional[Contract] = None,
@@ -368,8 +368,8 @@ def text_context_cdr(
     *,
     stamp: Tuple[int, int],
     seq: int,
-    frame_id: str = "",
-    instruction: str = "",
+    frame_id: str = '',
+    instruction: str = '',
     f16: bool = False,
     contract: Optional[Contract] = None,
 ) -> bytes:
@@ -395,7 +395,7 @@ def _text_context_cdr(x: np.ndarray, m: np.ndarray, stamp: Tuple[int, int], seq:
     w = _CDRWriter()
     w.header(stamp, frame_id)
     w.u64(seq)
-    w.string("instruction", instruction)
+    w.string('instruction', instruction)
     w.tensor(x)
     w.bools(m)
     return w.getvalue()
@@ -410,9 +410,9 @@ def _tensor_msg(a: np.ndarray) -> Any:
     from fastwam_action_expert.msg import Tensor  # the rosidl-generated type
 
     t = Tensor()
-    t.shape = array.array("I", a.shape)
+    t.shape = array.array('I', a.shape)
     t.dtype = DTYPE_FLOAT16 if a.dtype == np.float16 else DTYPE_FLOAT32
-    data = array.array("B")
+    data = array.array('B')
     data.frombytes(a.reshape(-1).view(np.uint8))  # one copy, no per-element work
     t.data = data
     return t
@@ -438,8 +438,8 @@ class Observation:
     context: np.ndarray  # [1,L,T], the wire dtype
     mask: np.ndarray  # [L] bool
     visible_video_tokens: int = 0
-    instruction: str = ""
-    frame_id: str = ""
+    instruction: str = ''
+    frame_id: str = ''
 
     def video_kv_cache_cdr(self) -> bytes:
         """The serialized VideoKVCache."""
@@ -497,7 +497,7 @@ class Producer:
         f16: bool = False,
         clock: Callable[[], int] = time.time_ns,
         first_seq: int = 0,
-        frame_id: str = "",
+        frame_id: str = '',
         contract: Optional[Contract] = None,
     ) -> None:
         self.f16 = bool(f16)
@@ -519,7 +519,7 @@ class Producer:
         context: Any,
         mask: Any,
         *,
-        instruction: str = "",
+        instruction: str = '',
         visible_video_tokens: int = 0,
         stamp_ns: Optional[int] = None,
     ) -> Observation:
@@ -527,17 +527,17 @@ class Producer:
         k, v = check_video_kv(keys, values, f16=self.f16, visible_video_tokens=visible_video_tokens,
                               contract=self._contract)
         x, m = check_text_context(context, mask, f16=self.f16, contract=self._contract)
-        if "\x00" in instruction or "\x00" in self._frame_id:
-            raise ContractError("instruction/frame_id: contains a NUL character, which a ROS string cannot hold")
+        if '\x00' in instruction or '\x00' in self._frame_id:
+            raise ContractError('instruction/frame_id: contains a NUL character, which a ROS string cannot hold')
         ns = int(self._clock() if stamp_ns is None else stamp_ns)
         stamp = _check_stamp(divmod(ns, 1_000_000_000))
         if self._last_ns is not None and ns <= self._last_ns:
             raise ContractError(
                 f"stamp: {ns} ns does not follow the previous observation's {self._last_ns} ns; "
-                "the node drops duplicate and older stamps (make a new Producer after a time jump)"
+                'the node drops duplicate and older stamps (make a new Producer after a time jump)'
             )
         if self._seq > _UINT64_MAX:
-            raise ContractError("seq: the uint64 sequence is exhausted")
+            raise ContractError('seq: the uint64 sequence is exhausted')
         obs = Observation(stamp=stamp, seq=self._seq, keys=k, values=v, context=x, mask=m,
                           visible_video_tokens=int(visible_video_tokens), instruction=instruction,
                           frame_id=self._frame_id)
