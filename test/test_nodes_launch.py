@@ -14,7 +14,6 @@ import time
 import unittest
 
 from ament_index_python.packages import get_package_prefix, get_package_share_directory
-from fastwam_action_expert.msg import ActionChunk, StampedAction
 from launch import LaunchDescription
 from launch.actions import ExecuteProcess, GroupAction, IncludeLaunchDescription, TimerAction
 from launch.launch_description_sources import PythonLaunchDescriptionSource
@@ -23,6 +22,8 @@ import launch_testing.actions
 from lifecycle_msgs.srv import GetState
 import pytest
 import rclpy
+
+from fastwam_action_expert.msg import ActionChunk, StampedAction
 
 PACKAGE = 'fastwam_action_expert'
 TINY = os.path.join(os.path.dirname(os.path.realpath(__file__)), '..', 'golden', 'tiny')

@@ -1,4 +1,5 @@
-"""kv_player: publishes a golden .npz's inputs as VideoKVCache + TextContext, for bring-up.
+"""
+kv_player: publishes a golden .npz's inputs as VideoKVCache + TextContext, for bring-up.
 
     ros2 run fastwam_action_expert kv_player golden/action_step_io.npz --rate 2
 
@@ -17,12 +18,18 @@ import argparse
 import math
 import sys
 import time
-import zipfile
 from typing import Any, Dict, List, Optional, Sequence
+import zipfile
 
 import numpy as np
 
-from fastwam_action_expert.producer import ContractError, Producer, check_text_context, check_video_kv, ros_clock
+from fastwam_action_expert.producer import (
+    check_text_context,
+    check_video_kv,
+    ContractError,
+    Producer,
+    ros_clock,
+)
 
 # The node's input QoS defaults (node/params.go DefaultParams: qos.kv_cache.* and qos.context.*).
 DEFAULT_QOS = 'reliable/volatile/keep_last(2)'
@@ -46,12 +53,22 @@ def _read_member(zf: zipfile.ZipFile, path: str, key: str, max_bytes: int) -> np
     name = key + '.npy'
     info = zf.getinfo(name)
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise GoldenError(f'{path}: {key}: zip compression method {info.compress_type}, want stored (0) or deflated (8)')
+        raise GoldenError(
+            f'{path}: {key}: zip compression method {info.compress_type}, want stored (0) or '
+            'deflated (8)'
+        )
     if info.file_size > max_bytes:
-        raise GoldenError(f'{path}: {key}: member of {info.file_size} bytes, more than the {max_bytes} allowed')
+        raise GoldenError(
+            f'{path}: {key}: member of {info.file_size} bytes, more than the {max_bytes} allowed'
+        )
     if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-        raise GoldenError(f'{path}: {key}: stored member of {info.file_size} bytes occupies {info.compress_size}')
-    if info.compress_type == zipfile.ZIP_DEFLATED and info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 1024:
+        raise GoldenError(
+            f'{path}: {key}: stored member of {info.file_size} bytes occupies {info.compress_size}'
+        )
+    if (
+        info.compress_type == zipfile.ZIP_DEFLATED
+        and info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 1024
+    ):
         raise GoldenError(
             f'{path}: {key}: {info.compress_size} compressed bytes claim {info.file_size}, '
             f"beyond deflate's ratio of {_MAX_DEFLATE_RATIO}:1"
@@ -72,12 +89,15 @@ def _read_member(zf: zipfile.ZipFile, path: str, key: str, max_bytes: int) -> np
             need = count * dtype.itemsize
             if header_len + need != info.file_size:
                 raise GoldenError(
-                    f'{path}: {key}: header declares shape {list(shape)} of {dtype} ({need} bytes), '
+                    f'{path}: {key}: header declares shape {list(shape)} of {dtype} ({need} '
+                    'bytes), '
                     f'the member holds {info.file_size - header_len} bytes of data'
                 )
             data = f.read(need)
             if len(data) != need or f.read(1):
-                raise GoldenError(f'{path}: {key}: member holds {len(data)} bytes of data, want {need}')
+                raise GoldenError(
+                    f'{path}: {key}: member holds {len(data)} bytes of data, want {need}'
+                )
     except GoldenError:
         raise
     except (ValueError, zipfile.BadZipFile, EOFError, OSError) as e:
@@ -87,7 +107,8 @@ def _read_member(zf: zipfile.ZipFile, path: str, key: str, max_bytes: int) -> np
 
 
 def read_golden(path: str, *, max_member_bytes: int = MAX_MEMBER_BYTES) -> Dict[str, Any]:
-    """Reads and checks the inputs of a golden .npz.
+    """
+    Read and check the inputs of a golden .npz.
 
     Returns a dict with keys, values ([layers,1,Sv,A]), context ([1,L,T]), mask ([L] bool) and
     visible_video_tokens (int), already checked against the message contract. Every member's
@@ -102,41 +123,69 @@ def read_golden(path: str, *, max_member_bytes: int = MAX_MEMBER_BYTES) -> Dict[
         names = zf.namelist()
         for key in _REQUIRED + _OPTIONAL:
             if names.count(key + '.npy') > 1:
-                raise GoldenError(f"{path}: {key}: the archive holds {names.count(key + '.npy')} members for it, want one")
+                raise GoldenError(
+                    f"{path}: {key}: the archive holds {names.count(key + '.npy')} members "
+                    'for it, want one'
+                )
         missing = [k for k in _REQUIRED if k + '.npy' not in names]
         if missing:
-            raise GoldenError(f"{path}: missing array(s) {', '.join(missing)}; a golden needs {', '.join(_REQUIRED)}")
+            raise GoldenError(
+                f"{path}: missing array(s) {', '.join(missing)}; "
+                f"a golden needs {', '.join(_REQUIRED)}"
+            )
         arr = {k: _read_member(zf, path, k, max_member_bytes) for k in _REQUIRED}
         visible = 0
         if 'visible_video.npy' in names:
             vis = _read_member(zf, path, 'visible_video', max_member_bytes)
             if vis.size != 1 or vis.dtype.kind not in 'fiu' or not np.isfinite(vis.reshape(-1)[0]):
-                raise GoldenError(f'{path}: visible_video: {vis.size} element(s) of {vis.dtype}, want one whole number')
+                raise GoldenError(
+                    f'{path}: visible_video: {vis.size} element(s) of {vis.dtype}, want one '
+                    'whole number'
+                )
             v = float(vis.reshape(-1)[0])
             if v != math.floor(v) or v < 0:
-                raise GoldenError(f'{path}: visible_video is {v}, want a whole number of tokens >= 0')
+                raise GoldenError(
+                    f'{path}: visible_video is {v}, want a whole number of tokens >= 0'
+                )
             visible = int(v)
     try:
-        keys, values = check_video_kv(arr['video_keys'], arr['video_values'], visible_video_tokens=visible)
+        keys, values = check_video_kv(
+            arr['video_keys'], arr['video_values'], visible_video_tokens=visible
+        )
         context, mask = check_text_context(arr['context'], arr['context_mask'])
     except ContractError as e:
-        raise GoldenError(f'{path}: {e} (video_keys/video_values -> keys/values, context_mask -> attention_mask)') from None
-    return {'keys': keys, 'values': values, 'context': context, 'mask': mask, 'visible_video_tokens': visible}
+        raise GoldenError(
+            f'{path}: {e} (video_keys/video_values -> keys/values, context_mask -> attention_mask)'
+        ) from None
+    return {
+        'keys': keys,
+        'values': values,
+        'context': context,
+        'mask': mask,
+        'visible_video_tokens': visible,
+    }
 
 
 def parse_qos(text: str) -> Dict[str, Any]:
-    """Reads a QoS profile as the node prints it: reliability[/durability[/history]], history
-    keep_last(N), keep_all or just N; omitted parts take the node's input defaults."""
+    """
+    Read a QoS profile as the node prints it: reliability[/durability[/history]].
+
+    history is keep_last(N), keep_all or just N; omitted parts take the node's input defaults.
+    """
     parts = text.split('/')
     if not 1 <= len(parts) <= 3 or '' in parts:
-        raise ValueError(f'QoS {text!r}: want reliability[/durability[/history]], e.g. {DEFAULT_QOS}')
+        raise ValueError(
+            f'QoS {text!r}: want reliability[/durability[/history]], e.g. {DEFAULT_QOS}'
+        )
     out = {'reliability': 'reliable', 'durability': 'volatile', 'history': 'keep_last', 'depth': 2}
     if parts[0] not in ('reliable', 'best_effort'):
         raise ValueError(f'QoS {text!r}: reliability {parts[0]!r}, want reliable or best_effort')
     out['reliability'] = parts[0]
     if len(parts) > 1:
         if parts[1] not in ('volatile', 'transient_local'):
-            raise ValueError(f'QoS {text!r}: durability {parts[1]!r}, want volatile or transient_local')
+            raise ValueError(
+                f'QoS {text!r}: durability {parts[1]!r}, want volatile or transient_local'
+            )
         out['durability'] = parts[1]
     if len(parts) > 2:
         h = parts[2]
@@ -146,26 +195,51 @@ def parse_qos(text: str) -> Dict[str, Any]:
             if h.startswith('keep_last(') and h.endswith(')'):
                 h = h[len('keep_last('):-1]
             if not h.isdigit() or not 1 <= int(h) <= 1000:
-                raise ValueError(f'QoS {text!r}: history {parts[2]!r}, want keep_all, keep_last(N) or N with N in [1,1000]')
+                raise ValueError(
+                    f'QoS {text!r}: history {parts[2]!r}, want keep_all, keep_last(N) or N with '
+                    'N in [1,1000]'
+                )
             out['depth'] = int(h)
     return out
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Parses the player's own arguments (ROS arguments already removed)."""
+    """Parse the player's own arguments (ROS arguments already removed)."""
     p = argparse.ArgumentParser(
         prog='kv_player',
-        description="Publish a golden .npz's inputs as VideoKVCache + TextContext pairs with fresh stamps.",
+        description="Publish a golden .npz's inputs as VideoKVCache + TextContext pairs "
+        'with fresh stamps.',
     )
-    p.add_argument('file', help='golden .npz in the device-bundle format (video_keys, video_values, context, context_mask)')
+    p.add_argument(
+        'file',
+        help='golden .npz in the device-bundle format '
+        '(video_keys, video_values, context, context_mask)',
+    )
     p.add_argument('--rate', type=float, default=2.0, help='pairs per second (default 2)')
-    p.add_argument('--count', type=int, default=0, help='pairs to publish, 0 = until Ctrl-C (default 0)')
-    p.add_argument('--f16', action='store_true', help='send the tensors as float16 (default float32)')
-    p.add_argument('--topics', nargs=2, metavar=('KV_CACHE', 'CONTEXT'), default=list(DEFAULT_TOPICS),
-                   help="topics (default: the node's, video_kv_cache text_context)")
-    p.add_argument('--qos', default=DEFAULT_QOS, help=f"both publishers' QoS (default the node's inputs': {DEFAULT_QOS})")
-    p.add_argument('--wait', type=float, default=0.0,
-                   help='seconds to wait for a subscriber on both topics, 0 = forever (default 0)')
+    p.add_argument(
+        '--count', type=int, default=0, help='pairs to publish, 0 = until Ctrl-C (default 0)'
+    )
+    p.add_argument(
+        '--f16', action='store_true', help='send the tensors as float16 (default float32)'
+    )
+    p.add_argument(
+        '--topics',
+        nargs=2,
+        metavar=('KV_CACHE', 'CONTEXT'),
+        default=list(DEFAULT_TOPICS),
+        help="topics (default: the node's, video_kv_cache text_context)",
+    )
+    p.add_argument(
+        '--qos',
+        default=DEFAULT_QOS,
+        help=f"both publishers' QoS (default the node's inputs': {DEFAULT_QOS})",
+    )
+    p.add_argument(
+        '--wait',
+        type=float,
+        default=0.0,
+        help='seconds to wait for a subscriber on both topics, 0 = forever (default 0)',
+    )
     p.add_argument('--instruction', default='', help='TextContext.instruction')
     p.add_argument('--frame-id', default='', help='header.frame_id of both messages')
     a = p.parse_args(list(argv))
@@ -188,22 +262,31 @@ def _qos(profile: Dict[str, Any]) -> Any:
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     return QoSProfile(
-        reliability=ReliabilityPolicy.RELIABLE if profile['reliability'] == 'reliable' else ReliabilityPolicy.BEST_EFFORT,
-        durability=DurabilityPolicy.VOLATILE if profile['durability'] == 'volatile' else DurabilityPolicy.TRANSIENT_LOCAL,
-        history=HistoryPolicy.KEEP_LAST if profile['history'] == 'keep_last' else HistoryPolicy.KEEP_ALL,
+        reliability=ReliabilityPolicy.RELIABLE
+        if profile['reliability'] == 'reliable'
+        else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.VOLATILE
+        if profile['durability'] == 'volatile'
+        else DurabilityPolicy.TRANSIENT_LOCAL,
+        history=HistoryPolicy.KEEP_LAST
+        if profile['history'] == 'keep_last'
+        else HistoryPolicy.KEEP_ALL,
         depth=profile['depth'],
     )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Runs the player; argv is the whole command line (sys.argv), ROS arguments included."""
+    """Run the player; argv is the whole command line (sys.argv), ROS arguments included."""
     argv = list(sys.argv if argv is None else argv)
     try:
         import rclpy
         from rclpy.duration import Duration
         from rclpy.utilities import remove_ros_args
     except ImportError as e:
-        print(f'kv_player: rclpy is not importable ({e}); source a ROS 2 install (setup.bash)', file=sys.stderr)
+        print(
+            f'kv_player: rclpy is not importable ({e}); source a ROS 2 install (setup.bash)',
+            file=sys.stderr,
+        )
         return 2
     args = parse_args(remove_ros_args(args=argv)[1:])
     try:
@@ -214,15 +297,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         from fastwam_action_expert.msg import TextContext, VideoKVCache
     except ImportError as e:
-        print(f'kv_player: the fastwam_action_expert messages are not importable ({e}); '
-              'build the package and source its install/setup.bash', file=sys.stderr)
+        print(
+            f'kv_player: the fastwam_action_expert messages are not importable ({e}); '
+            'build the package and source its install/setup.bash',
+            file=sys.stderr,
+        )
         return 2
 
     if args.f16:  # convert once, not on every publish
         try:
-            golden['keys'], golden['values'] = check_video_kv(golden['keys'], golden['values'], f16=True,
-                                                              visible_video_tokens=golden['visible_video_tokens'])
-            golden['context'], golden['mask'] = check_text_context(golden['context'], golden['mask'], f16=True)
+            golden['keys'], golden['values'] = check_video_kv(
+                golden['keys'],
+                golden['values'],
+                f16=True,
+                visible_video_tokens=golden['visible_video_tokens'],
+            )
+            golden['context'], golden['mask'] = check_text_context(
+                golden['context'], golden['mask'], f16=True
+            )
         except ContractError as e:
             print(f'kv_player: {args.file}: --f16: {e}', file=sys.stderr)
             return 1
@@ -232,12 +324,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     log = node.get_logger()
     producer = Producer(f16=args.f16, clock=ros_clock(node), frame_id=args.frame_id)
     qos = _qos(args.qos_profile)
-    pubs = [node.create_publisher(VideoKVCache, args.topics[0], qos),
-            node.create_publisher(TextContext, args.topics[1], qos)]
+    pubs = [
+        node.create_publisher(VideoKVCache, args.topics[0], qos),
+        node.create_publisher(TextContext, args.topics[1], qos),
+    ]
     k = golden['keys']
-    log.info(f"{args.file}: keys/values {list(k.shape)}, context {list(golden['context'].shape)}, "
-             f"visible video tokens {golden['visible_video_tokens'] or 'all'}; "
-             f"{'float16' if args.f16 else 'float32'} on {pubs[0].topic_name} + {pubs[1].topic_name}, QoS {args.qos}")
+    log.info(
+        f"{args.file}: keys/values {list(k.shape)}, context {list(golden['context'].shape)}, "
+        f"visible video tokens {golden['visible_video_tokens'] or 'all'}; "
+        f"{'float16' if args.f16 else 'float32'} on {pubs[0].topic_name} + {pubs[1].topic_name}, "
+        f'QoS {args.qos}'
+    )
     sent = 0
     stop = ''  # how a Ctrl-C stopped the player, logged once the node is gone
 
@@ -261,14 +358,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         period = 1.0 / args.rate
         next_at = time.monotonic()
         while rclpy.ok() and (args.count == 0 or sent < args.count):
-            obs = producer.observe(golden['keys'], golden['values'], golden['context'], golden['mask'],
-                                   instruction=args.instruction, visible_video_tokens=golden['visible_video_tokens'])
+            obs = producer.observe(
+                golden['keys'],
+                golden['values'],
+                golden['context'],
+                golden['mask'],
+                instruction=args.instruction,
+                visible_video_tokens=golden['visible_video_tokens'],
+            )
             kv, ctx = obs.video_kv_cache_cdr(), obs.text_context_cdr()
             pubs[0].publish(kv)
             pubs[1].publish(ctx)
             sent += 1
-            log.info(f'published seq {obs.seq} stamp {obs.stamp[0]}.{obs.stamp[1]:09d} '
-                     f'(VideoKVCache {len(kv)} B, TextContext {len(ctx)} B)')
+            log.info(
+                f'published seq {obs.seq} stamp {obs.stamp[0]}.{obs.stamp[1]:09d} '
+                f'(VideoKVCache {len(kv)} B, TextContext {len(ctx)} B)'
+            )
             next_at += period
             delay = next_at - time.monotonic()
             if delay > 0:

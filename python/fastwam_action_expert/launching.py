@@ -42,8 +42,10 @@ def fail_on_error_exit(event, context):
     a node that exits 0 (after SIGINT, or on its own) does not.
     """
     if event.returncode != 0:
-        raise NodeFailed(f'{event.action.name} exited with status {event.returncode}: '
-                         'the node could not start or stopped on an error (see its log above)')
+        raise NodeFailed(
+            f'{event.action.name} exited with status {event.returncode}: '
+            'the node could not start or stopped on an error (see its log above)'
+        )
 
 
 def node_launch_description(executable, node_name, params_yaml, parameters):
@@ -80,8 +82,14 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
             executable=executable,
             name=LaunchConfiguration('node_name'),
             namespace=LaunchConfiguration('namespace'),
-            arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
-                       '--params-file', params_file] + rules,
+            arguments=[
+                '--ros-args',
+                '--log-level',
+                LaunchConfiguration('log_level'),
+                '--params-file',
+                params_file,
+            ]
+            + rules,
             output='screen',
             emulate_tty=True,
             # On SIGINT the node shuts down (see its launch file) and exits;
@@ -90,21 +98,27 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
             # as a second signal.
             sigterm_timeout='10',
         )
-        return [node, RegisterEventHandler(OnProcessExit(target_action=node,
-                                                         on_exit=fail_on_error_exit))]
+        return [
+            node,
+            RegisterEventHandler(OnProcessExit(target_action=node, on_exit=fail_on_error_exit)),
+        ]
 
     share = get_package_share_directory(PACKAGE)
     args = [
         DeclareLaunchArgument(
             'params_file',
             default_value=os.path.join(share, 'launch', params_yaml),
-            description='ROS 2 params file read before the parameter arguments'),
-        DeclareLaunchArgument('node_name', default_value=node_name,
-                              description='name of the node'),
+            description='ROS 2 params file read before the parameter arguments',
+        ),
+        DeclareLaunchArgument(
+            'node_name', default_value=node_name, description='name of the node'
+        ),
         DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
-        DeclareLaunchArgument('log_level', default_value='info',
-                              description='debug, info, warn, error or fatal'),
+        DeclareLaunchArgument(
+            'log_level', default_value='info', description='debug, info, warn, error or fatal'
+        ),
     ]
-    args += [DeclareLaunchArgument(name, default_value='', description=doc)
-             for name, doc in parameters]
+    args += [
+        DeclareLaunchArgument(name, default_value='', description=doc) for name, doc in parameters
+    ]
     return LaunchDescription(args + [OpaqueFunction(function=launch_node)])

@@ -1,4 +1,5 @@
-"""The producer kit: VideoKVCache and TextContext messages from NumPy arrays or torch tensors.
+"""
+The producer kit: VideoKVCache and TextContext messages from NumPy arrays or torch tensors.
 
 The world-model node publishes, for every observation, one ``VideoKVCache`` and one
 ``TextContext`` with the same header stamp; the action expert pairs them by that exact stamp.
@@ -12,10 +13,10 @@ Mapping from Fast-WAM
 video-token keys ``k`` (after the video expert's ``norm_k`` RMSNorm and its 3-D RoPE, in the
 interleaved RoPE layout) and values ``v`` (the raw ``v`` projection plus bias), each either
 ``[B, Sv, heads, head_dim]`` (per head) or ``[B, Sv, heads*head_dim]`` (heads already flattened).
-``VideoKVCache.keys`` and ``.values`` are those entries stacked over layers, for one batch row, with
-heads flattened head-major (column ``h*head_dim + d``, which is what ``reshape`` does to
-``[..., heads, head_dim]``): ``[layers, 1, Sv, heads*head_dim]``, 30 x 1 x 98 x 3072 for the released
-model. Nothing is re-normalised, rotated or projected: the node uses the cache as is.
+``VideoKVCache.keys`` and ``.values`` are those entries stacked over layers, for one batch row,
+with heads flattened head-major (column ``h*head_dim + d``, which is what ``reshape`` does to
+``[..., heads, head_dim]``): ``[layers, 1, Sv, heads*head_dim]``, 30 x 1 x 98 x 3072 for the
+released model. Nothing is re-normalised, rotated or projected: the node uses the cache as is.
 :func:`stack_video_cache` does this stacking. ``TextContext.context`` is the text-encoder states
 plus the proprio token, *before* the action expert's ``text_embedding``: ``[1, L, T]``
 (1 x 129 x 4096: 128 T5 tokens and ``proprio_encoder(proprio)``), and ``attention_mask`` is its
@@ -75,7 +76,8 @@ class ContractError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Contract:
-    """The sizes the node's backend was built for; None leaves a size unchecked.
+    """
+    The sizes the node's backend was built for; None leaves a size unchecked.
 
     The released Fast-WAM model is ``Contract(layers=30, video_tokens=98, attn_width=3072,
     context_tokens=129, text_dim=4096)`` (:meth:`fastwam`).
@@ -89,16 +91,22 @@ class Contract:
 
     @staticmethod
     def fastwam() -> 'Contract':
-        """The contract of the released Fast-WAM action expert (LIBERO)."""
-        return Contract(layers=30, video_tokens=98, attn_width=3072, context_tokens=129, text_dim=4096)
+        """Return the contract of the released Fast-WAM action expert (LIBERO)."""
+        return Contract(
+            layers=30, video_tokens=98, attn_width=3072, context_tokens=129, text_dim=4096
+        )
 
 
 # --- array checks -----------------------------------------------------------------------------
 
 
 def _to_numpy(x: Any, field: str) -> np.ndarray:
-    """Returns x as a NumPy array without changing its values: a torch tensor is detached and
-    moved to the CPU (bfloat16, which NumPy lacks, becomes float32 exactly)."""
+    """
+    Return x as a NumPy array without changing its values.
+
+    A torch tensor is detached and moved to the CPU (bfloat16, which NumPy lacks, becomes float32
+    exactly).
+    """
     if isinstance(x, np.ndarray):
         return x
     if hasattr(x, 'detach') and hasattr(x, 'cpu') and hasattr(x, 'numpy'):  # a torch tensor
@@ -112,11 +120,18 @@ def _to_numpy(x: Any, field: str) -> np.ndarray:
 
 
 def _float_tensor(x: Any, field: str, f16: bool) -> np.ndarray:
-    """Checks that x holds floating-point values and returns them in the wire dtype, C-contiguous
-    and little-endian, refusing NaN and infinity (also a value that overflows float16)."""
+    """
+    Check that x holds floating-point values and return them in the wire dtype.
+
+    The result is C-contiguous and little-endian; NaN and infinity are refused (also a value that
+    overflows float16).
+    """
     a = _to_numpy(x, field)
     if a.dtype.kind != 'f':
-        raise ContractError(f'{field}: dtype {a.dtype}, want a floating-point type (float16, float32, float64 or bfloat16)')
+        raise ContractError(
+            f'{field}: dtype {a.dtype}, want a floating-point type (float16, float32, float64 or '
+            'bfloat16)'
+        )
     wire = np.dtype('<f2') if f16 else np.dtype('<f4')
     with np.errstate(over='ignore', invalid='ignore'):
         out = np.ascontiguousarray(a, dtype=wire)
@@ -130,18 +145,26 @@ def _float_tensor(x: Any, field: str, f16: bool) -> np.ndarray:
                 f"{field}[{','.join(map(str, idx))}] is {float(src)!r}, beyond float16's range "
                 f'(+-{_F16_MAX:g}): send float32 (f16=False) or rescale'
             )
-        raise ContractError(f"{field}[{','.join(map(str, idx))}] is {float(src)!r}, want finite values only")
+        raise ContractError(
+            f"{field}[{','.join(map(str, idx))}] is {float(src)!r}, want finite values only"
+        )
     return out
 
 
-def _check_dims(field: str, shape: Tuple[int, ...], want: Sequence[Optional[int]], spec: str) -> None:
-    """Checks a shape against want (None = any positive size) and the uint32 of the wire."""
-    if len(shape) != len(want) or any(d <= 0 for d in shape) or any(
-        w is not None and d != w for d, w in zip(shape, want)
+def _check_dims(
+    field: str, shape: Tuple[int, ...], want: Sequence[Optional[int]], spec: str
+) -> None:
+    """Check a shape against want (None = any positive size) and the uint32 of the wire."""
+    if (
+        len(shape) != len(want)
+        or any(d <= 0 for d in shape)
+        or any(w is not None and d != w for d, w in zip(shape, want))
     ):
         raise ContractError(f'{field}: shape {list(shape)}, want {spec}')
     if any(d > _UINT32_MAX for d in shape):
-        raise ContractError(f'{field}: shape {list(shape)} has a dimension beyond the uint32 of Tensor.shape')
+        raise ContractError(
+            f'{field}: shape {list(shape)} has a dimension beyond the uint32 of Tensor.shape'
+        )
 
 
 def check_video_kv(
@@ -152,7 +175,8 @@ def check_video_kv(
     visible_video_tokens: int = 0,
     contract: Optional[Contract] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """Checks the video cache and returns (keys, values) in the wire dtype.
+    """
+    Check the video cache and return (keys, values) in the wire dtype.
 
     keys and values must be ``[layers, 1, Sv, heads*head_dim]`` with every size > 0, of the
     same shape, floating point and finite; visible_video_tokens must be in [0, Sv].
@@ -167,12 +191,19 @@ def check_video_kv(
     _check_dims('keys', tuple(k.shape), want, spec)
     _check_dims('values', tuple(v.shape), want, spec)
     if k.shape != v.shape:
-        raise ContractError(f'values: shape {list(v.shape)}, keys {list(k.shape)}: they must match')
+        raise ContractError(
+            f'values: shape {list(v.shape)}, keys {list(k.shape)}: they must match'
+        )
     sv = k.shape[2]
-    if not isinstance(visible_video_tokens, (int, np.integer)) or isinstance(visible_video_tokens, bool) or not (
-        0 <= visible_video_tokens <= sv
+    if (
+        not isinstance(visible_video_tokens, (int, np.integer))
+        or isinstance(visible_video_tokens, bool)
+        or not (0 <= visible_video_tokens <= sv)
     ):
-        raise ContractError(f'visible_video_tokens: {visible_video_tokens!r}, want a whole number in [0,{sv}] (0 = all)')
+        raise ContractError(
+            f'visible_video_tokens: {visible_video_tokens!r}, want a whole number in [0,{sv}] (0 '
+            '= all)'
+        )
     return _float_tensor(k, 'keys', f16), _float_tensor(v, 'values', f16)
 
 
@@ -183,7 +214,8 @@ def check_text_context(
     f16: bool = False,
     contract: Optional[Contract] = None,
 ) -> Tuple[np.ndarray, np.ndarray]:
-    """Checks the text context and returns (context in the wire dtype, mask as a [L] bool array).
+    """
+    Check the text context and return (context in the wire dtype, mask as a [L] bool array).
 
     context must be ``[1, L, T]``; mask ``[L]`` or ``[1, L]``, bool (or numbers that are all 0 or
     1), with at least one True (the node refuses a context with every token masked).
@@ -196,7 +228,10 @@ def check_text_context(
     length = x.shape[1]
     m = _to_numpy(mask, 'attention_mask')
     if m.shape not in ((length,), (1, length)):
-        raise ContractError(f'attention_mask: shape {list(m.shape)}, want [{length}] or [1,{length}] (L of the context)')
+        raise ContractError(
+            f'attention_mask: shape {list(m.shape)}, want [{length}] or [1,{length}] (L of the '
+            'context)'
+        )
     m = m.reshape(length)
     if m.dtype != np.bool_:
         if m.dtype.kind not in 'fiu':
@@ -207,12 +242,15 @@ def check_text_context(
             raise ContractError(f'attention_mask[{i}] is {m[i]!r}, want bool (or 0/1)')
         m = m == 1
     if not m.any():
-        raise ContractError(f'attention_mask masks all {length} tokens; at least one must be attendable')
+        raise ContractError(
+            f'attention_mask masks all {length} tokens; at least one must be attendable'
+        )
     return _float_tensor(x, 'context', f16), np.ascontiguousarray(m, dtype=np.bool_)
 
 
 def stack_video_cache(cache: Iterable[Any], batch_index: int = 0) -> Tuple[np.ndarray, np.ndarray]:
-    """Stacks Fast-WAM's prefilled video cache into (keys, values) of ``[layers, 1, Sv, A]``.
+    """
+    Stacks Fast-WAM's prefilled video cache into (keys, values) of ``[layers, 1, Sv, A]``.
 
     cache holds one entry per layer, in layer order: a dict with "k" and "v", or a (k, v) pair.
     Each k and v is ``[B, Sv, heads, head_dim]`` or ``[B, Sv, heads*head_dim]`` (NumPy or torch);
@@ -224,29 +262,43 @@ def stack_video_cache(cache: Iterable[Any], batch_index: int = 0) -> Tuple[np.nd
     for layer, entry in enumerate(cache):
         if isinstance(entry, dict):
             if 'k' not in entry or 'v' not in entry:
-                raise ContractError(f"cache[{layer}]: a dict with keys {sorted(entry)}, want 'k' and 'v'")
+                raise ContractError(
+                    f"cache[{layer}]: a dict with keys {sorted(entry)}, want 'k' and 'v'"
+                )
             k, v = entry['k'], entry['v']
         elif isinstance(entry, (tuple, list)) and len(entry) == 2:
             k, v = entry
         else:
-            raise ContractError(f"cache[{layer}]: a {type(entry).__name__}, want a dict with 'k' and 'v' or a (k, v) pair")
+            raise ContractError(
+                f'cache[{layer}]: a {type(entry).__name__}, '
+                "want a dict with 'k' and 'v' or a (k, v) pair"
+            )
         out = []
         for name, t in (('k', k), ('v', v)):
             a = _to_numpy(t, f'cache[{layer}].{name}')
             if a.ndim not in (3, 4) or any(d <= 0 for d in a.shape):
                 raise ContractError(
-                    f'cache[{layer}].{name}: shape {list(a.shape)}, want [B,Sv,heads,head_dim] or [B,Sv,heads*head_dim]'
+                    f'cache[{layer}].{name}: shape {list(a.shape)}, want [B,Sv,heads,head_dim] '
+                    'or [B,Sv,heads*head_dim]'
                 )
             if not 0 <= batch_index < a.shape[0]:
-                raise ContractError(f'cache[{layer}].{name}: batch {a.shape[0]}, batch_index {batch_index} is outside it')
+                raise ContractError(
+                    f'cache[{layer}].{name}: batch {a.shape[0]}, batch_index {batch_index} is '
+                    'outside it'
+                )
             row = a[batch_index]
             out.append(row.reshape(row.shape[0], -1))
         if out[0].shape != out[1].shape:
-            raise ContractError(f'cache[{layer}]: k is {list(out[0].shape)} and v {list(out[1].shape)} per batch row; they must match')
+            raise ContractError(
+                f'cache[{layer}]: k is {list(out[0].shape)} and v {list(out[1].shape)} per batch '
+                'row; they must match'
+            )
         if shape0 is None:
             shape0 = out[0].shape
         elif out[0].shape != shape0:
-            raise ContractError(f'cache[{layer}]: [Sv,A] = {list(out[0].shape)}, layer 0 has {list(shape0)}')
+            raise ContractError(
+                f'cache[{layer}]: [Sv,A] = {list(out[0].shape)}, layer 0 has {list(shape0)}'
+            )
         ks.append(out[0])
         vs.append(out[1])
     if not ks:
@@ -258,9 +310,13 @@ def stack_video_cache(cache: Iterable[Any], batch_index: int = 0) -> Tuple[np.nd
 
 
 class _CDRWriter:
-    """Writes plain CDR (XCDR1, little endian): an encapsulation header 00 01 00 00, then each
-    primitive aligned to its own size, counted from the first byte after the header; sequences
-    are a uint32 count then the elements, strings a uint32 length that counts a final NUL."""
+    """
+    Write plain CDR (XCDR1, little endian).
+
+    An encapsulation header 00 01 00 00, then each primitive aligned to its own size, counted from
+    the first byte after the header; sequences are a uint32 count then the elements, strings a
+    uint32 length that counts a final NUL.
+    """
 
     def __init__(self) -> None:
         self._parts: list = [b'\x00\x01\x00\x00']
@@ -297,13 +353,15 @@ class _CDRWriter:
     def string(self, field: str, s: str) -> None:
         b = s.encode('utf-8')
         if b'\x00' in b:
-            raise ContractError(f'{field}: contains a NUL character, which a ROS string cannot hold')
+            raise ContractError(
+                f'{field}: contains a NUL character, which a ROS string cannot hold'
+            )
         self.u32(len(b) + 1)
         self._parts.append(b + b'\x00')
         self._off += len(b) + 1
 
     def raw(self, b: Any) -> None:
-        """Appends bytes (or a C-contiguous array's buffer) without alignment."""
+        """Append bytes (or a C-contiguous array's buffer) without alignment."""
         mv = memoryview(b).cast('B')
         self._parts.append(mv)
         self._off += mv.nbytes
@@ -313,7 +371,7 @@ class _CDRWriter:
         self.raw(m.astype(np.uint8))
 
     def tensor(self, a: np.ndarray) -> None:
-        """Writes a Tensor: uint32[] shape, uint8 dtype, uint8[] data (little-endian elements)."""
+        """Write a Tensor: uint32[] shape, uint8 dtype, uint8[] data (little-endian elements)."""
         self.u32(a.ndim)
         for d in a.shape:
             self.u32(d)
@@ -333,14 +391,20 @@ class _CDRWriter:
 def _check_stamp(stamp: Tuple[int, int]) -> Tuple[int, int]:
     sec, nsec = stamp
     if not (0 <= sec <= _INT32_MAX and 0 <= nsec < 1_000_000_000):
-        raise ContractError(f'stamp: ({sec}, {nsec}), want sec in [0,{_INT32_MAX}] and nanosec in [0,1e9)')
+        raise ContractError(
+            f'stamp: ({sec}, {nsec}), want sec in [0,{_INT32_MAX}] and nanosec in [0,1e9)'
+        )
     if sec == 0 and nsec == 0:
         raise ContractError('stamp: zero, which the node refuses; stamp the observation')
     return int(sec), int(nsec)
 
 
 def _check_seq(seq: int) -> int:
-    if not isinstance(seq, (int, np.integer)) or isinstance(seq, bool) or not 0 <= seq <= _UINT64_MAX:
+    if (
+        not isinstance(seq, (int, np.integer))
+        or isinstance(seq, bool)
+        or not 0 <= seq <= _UINT64_MAX
+    ):
         raise ContractError(f'seq: {seq!r}, want a whole number in [0,2^64)')
     return int(seq)
 
@@ -356,10 +420,17 @@ def video_kv_cache_cdr(
     f16: bool = False,
     contract: Optional[Contract] = None,
 ) -> bytes:
-    """Checks the video cache (check_video_kv) and serializes a VideoKVCache; stamp is
-    (sec, nanosec)."""
-    k, v = check_video_kv(keys, values, f16=f16, visible_video_tokens=visible_video_tokens, contract=contract)
-    return _video_kv_cache_cdr(k, v, _check_stamp(stamp), _check_seq(seq), frame_id, int(visible_video_tokens))
+    """
+    Check the video cache (check_video_kv) and serialize a VideoKVCache.
+
+    stamp is (sec, nanosec).
+    """
+    k, v = check_video_kv(
+        keys, values, f16=f16, visible_video_tokens=visible_video_tokens, contract=contract
+    )
+    return _video_kv_cache_cdr(
+        k, v, _check_stamp(stamp), _check_seq(seq), frame_id, int(visible_video_tokens)
+    )
 
 
 def text_context_cdr(
@@ -373,14 +444,18 @@ def text_context_cdr(
     f16: bool = False,
     contract: Optional[Contract] = None,
 ) -> bytes:
-    """Checks the text context (check_text_context) and serializes a TextContext; stamp is
-    (sec, nanosec)."""
+    """
+    Check the text context (check_text_context) and serialize a TextContext.
+
+    stamp is (sec, nanosec).
+    """
     x, m = check_text_context(context, mask, f16=f16, contract=contract)
     return _text_context_cdr(x, m, _check_stamp(stamp), _check_seq(seq), frame_id, instruction)
 
 
-def _video_kv_cache_cdr(k: np.ndarray, v: np.ndarray, stamp: Tuple[int, int], seq: int, frame_id: str,
-                        visible: int) -> bytes:
+def _video_kv_cache_cdr(
+    k: np.ndarray, v: np.ndarray, stamp: Tuple[int, int], seq: int, frame_id: str, visible: int
+) -> bytes:
     w = _CDRWriter()
     w.header(stamp, frame_id)
     w.u64(seq)
@@ -390,8 +465,9 @@ def _video_kv_cache_cdr(k: np.ndarray, v: np.ndarray, stamp: Tuple[int, int], se
     return w.getvalue()
 
 
-def _text_context_cdr(x: np.ndarray, m: np.ndarray, stamp: Tuple[int, int], seq: int, frame_id: str,
-                      instruction: str) -> bytes:
+def _text_context_cdr(
+    x: np.ndarray, m: np.ndarray, stamp: Tuple[int, int], seq: int, frame_id: str, instruction: str
+) -> bytes:
     w = _CDRWriter()
     w.header(stamp, frame_id)
     w.u64(seq)
@@ -429,7 +505,11 @@ def _header_msg(stamp: Tuple[int, int], frame_id: str) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Observation:
-    """One observation's inputs, checked and ready to publish: both messages share stamp and seq."""
+    """
+    One observation's inputs, checked and ready to publish.
+
+    Both messages share stamp and seq.
+    """
 
     stamp: Tuple[int, int]  # (sec, nanosec) of both headers
     seq: int
@@ -442,17 +522,19 @@ class Observation:
     frame_id: str = ''
 
     def video_kv_cache_cdr(self) -> bytes:
-        """The serialized VideoKVCache."""
-        return _video_kv_cache_cdr(self.keys, self.values, self.stamp, self.seq, self.frame_id,
-                                   self.visible_video_tokens)
+        """Return the serialized VideoKVCache."""
+        return _video_kv_cache_cdr(
+            self.keys, self.values, self.stamp, self.seq, self.frame_id, self.visible_video_tokens
+        )
 
     def text_context_cdr(self) -> bytes:
-        """The serialized TextContext."""
-        return _text_context_cdr(self.context, self.mask, self.stamp, self.seq, self.frame_id,
-                                 self.instruction)
+        """Return the serialized TextContext."""
+        return _text_context_cdr(
+            self.context, self.mask, self.stamp, self.seq, self.frame_id, self.instruction
+        )
 
     def video_kv_cache_msg(self) -> Any:
-        """A fastwam_action_expert.msg.VideoKVCache (needs the built package and rclpy)."""
+        """Return a fastwam_action_expert.msg.VideoKVCache (needs the built package and rclpy)."""
         from fastwam_action_expert.msg import VideoKVCache
 
         m = VideoKVCache()
@@ -464,7 +546,7 @@ class Observation:
         return m
 
     def text_context_msg(self) -> Any:
-        """A fastwam_action_expert.msg.TextContext (needs the built package and rclpy)."""
+        """Return a fastwam_action_expert.msg.TextContext (needs the built package and rclpy)."""
         from fastwam_action_expert.msg import TextContext
 
         m = TextContext()
@@ -477,13 +559,16 @@ class Observation:
 
 
 def ros_clock(node: Any) -> Callable[[], int]:
-    """A stamp source reading an rclpy node's clock (ROS time, or /clock with use_sim_time)."""
+    """Return a stamp source on an rclpy node's clock (ROS time, or /clock if use_sim_time)."""
     return lambda: node.get_clock().now().nanoseconds
 
 
 class Producer:
-    """Builds one Observation per call: checks the arrays, stamps both messages with one stamp
-    from the clock and numbers them with one seq, increasing by one per observation.
+    """
+    Build one Observation per call.
+
+    It checks the arrays, stamps both messages with one stamp from the clock and numbers them with
+    one seq, increasing by one per observation.
 
     clock returns nanoseconds since the epoch (time.time_ns by default; ros_clock(node) for a
     node's clock). A refused input consumes no seq. A stamp that does not increase (a clock
@@ -509,7 +594,7 @@ class Producer:
 
     @property
     def next_seq(self) -> int:
-        """The seq the next observation will carry."""
+        """Return the seq the next observation will carry."""
         return self._seq
 
     def observe(
@@ -523,12 +608,19 @@ class Producer:
         visible_video_tokens: int = 0,
         stamp_ns: Optional[int] = None,
     ) -> Observation:
-        """Checks one observation's arrays and returns it stamped (stamp_ns, or the clock's now)."""
-        k, v = check_video_kv(keys, values, f16=self.f16, visible_video_tokens=visible_video_tokens,
-                              contract=self._contract)
+        """Check one observation's arrays and return it stamped (stamp_ns, or the clock's now)."""
+        k, v = check_video_kv(
+            keys,
+            values,
+            f16=self.f16,
+            visible_video_tokens=visible_video_tokens,
+            contract=self._contract,
+        )
         x, m = check_text_context(context, mask, f16=self.f16, contract=self._contract)
         if '\x00' in instruction or '\x00' in self._frame_id:
-            raise ContractError('instruction/frame_id: contains a NUL character, which a ROS string cannot hold')
+            raise ContractError(
+                'instruction/frame_id: contains a NUL character, which a ROS string cannot hold'
+            )
         ns = int(self._clock() if stamp_ns is None else stamp_ns)
         stamp = _check_stamp(divmod(ns, 1_000_000_000))
         if self._last_ns is not None and ns <= self._last_ns:
@@ -538,9 +630,17 @@ class Producer:
             )
         if self._seq > _UINT64_MAX:
             raise ContractError('seq: the uint64 sequence is exhausted')
-        obs = Observation(stamp=stamp, seq=self._seq, keys=k, values=v, context=x, mask=m,
-                          visible_video_tokens=int(visible_video_tokens), instruction=instruction,
-                          frame_id=self._frame_id)
+        obs = Observation(
+            stamp=stamp,
+            seq=self._seq,
+            keys=k,
+            values=v,
+            context=x,
+            mask=m,
+            visible_video_tokens=int(visible_video_tokens),
+            instruction=instruction,
+            frame_id=self._frame_id,
+        )
         self._last_ns = ns
         self._seq += 1
         return obs

@@ -1,6 +1,7 @@
-"""Times Producer.observe plus both serializations on full-size Fast-WAM inputs (by hand).
+"""
+Time Producer.observe plus both serializations on full-size Fast-WAM inputs (by hand).
 
-    /usr/bin/time -v /usr/bin/python3 python/test/bench_producer.py f32|f16
+Run: /usr/bin/time -v /usr/bin/python3 python/test/bench_producer.py f32|f16
 """
 
 import os
@@ -27,5 +28,7 @@ for _ in range(10):
     kv, ctx = o.video_kv_cache_cdr(), o.text_context_cdr()
     ts.append(time.perf_counter() - t0)
 ts.sort()
-print(f'{wire}: observe + both CDR: median {1e3 * ts[5]:.1f} ms, min {1e3 * ts[0]:.1f} ms; '
-      f'VideoKVCache {len(kv)} B, TextContext {len(ctx)} B (float32 arrays in)')
+print(
+    f'{wire}: observe + both CDR: median {1e3 * ts[5]:.1f} ms, min {1e3 * ts[0]:.1f} ms; '
+    f'VideoKVCache {len(kv)} B, TextContext {len(ctx)} B (float32 arrays in)'
+)

@@ -6,8 +6,8 @@ import struct
 import sys
 import tempfile
 import unittest
-import zipfile
 from unittest import mock
+import zipfile
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class ReadGolden(unittest.TestCase):
         self.addCleanup(self.dir.cleanup)
 
     def write(self, members, compression=zipfile.ZIP_DEFLATED):
-        """Writes an .npz from {name: bytes or array}; names may repeat through a list of pairs."""
+        """Write an .npz from {name: bytes or array}; names may repeat through a list of pairs."""
         path = os.path.join(self.dir.name, 'g.npz')
         items = members if isinstance(members, list) else list(members.items())
         with zipfile.ZipFile(path, 'w', compression) as z:
@@ -103,22 +103,36 @@ class ReadGolden(unittest.TestCase):
         header_len = len(raw) - a['video_keys'].nbytes
         cut = raw[: header_len + a['video_keys'].nbytes // 2]
         a2 = dict(a, video_keys=cut)
-        self.refused(r'video_keys: header declares shape \[2, 1, 3, 4\] of float32 \(96 bytes\), '
-                     r'the member holds 48 bytes', self.write(a2))
+        self.refused(
+            r'video_keys: header declares shape \[2, 1, 3, 4\] of float32 \(96 bytes\), '
+            r'the member holds 48 bytes',
+            self.write(a2),
+        )
         # A header declaring an enormous shape is refused before anything is allocated.
-        huge = npy(np.zeros((1, 1, 1, 1), np.float32)).replace(b'(1, 1, 1, 1)', b'(9999999, 1, 99999, 9)')
-        self.refused(r'video_keys: header declares shape \[9999999, 1, 99999, 9\]', self.write(dict(a, video_keys=huge)))
+        huge = npy(np.zeros((1, 1, 1, 1), np.float32)).replace(
+            b'(1, 1, 1, 1)', b'(9999999, 1, 99999, 9)'
+        )
+        self.refused(
+            r'video_keys: header declares shape \[9999999, 1, 99999, 9\]',
+            self.write(dict(a, video_keys=huge)),
+        )
 
     def test_pickled_and_non_numeric(self):
         a = arrays()
         b = io.BytesIO()
         np.lib.format.write_array(b, np.array([{'x': 1}], dtype=object), allow_pickle=True)
-        self.refused(r'context: dtype object, want a numeric or bool array', self.write(dict(a, context=b.getvalue())))
+        self.refused(
+            r'context: dtype object, want a numeric or bool array',
+            self.write(dict(a, context=b.getvalue())),
+        )
         self.refused(r'context: dtype <U1', self.write(dict(a, context=np.array(['a']))))
 
     def test_bad_magic(self):
         a = arrays()
-        self.refused(r'context: unreadable .npy member', self.write(dict(a, context=b'\x93NUMPX' + b'\x00' * 60)))
+        self.refused(
+            r'context: unreadable .npy member',
+            self.write(dict(a, context=b'\x93NUMPX' + b'\x00' * 60)),
+        )
 
     def test_crc(self):
         path = self.write(arrays(), compression=zipfile.ZIP_STORED)
@@ -133,7 +147,11 @@ class ReadGolden(unittest.TestCase):
 
     def test_bounds(self):
         a = arrays()
-        self.refused(r'video_keys: member of \d+ bytes, more than the 100 allowed', self.write(a), max_member_bytes=100)
+        self.refused(
+            r'video_keys: member of \d+ bytes, more than the 100 allowed',
+            self.write(a),
+            max_member_bytes=100,
+        )
         # A deflated member claiming far more bytes than deflate can produce from its size.
         path = self.write(a)
         with zipfile.ZipFile(path) as z:
@@ -149,17 +167,26 @@ class ReadGolden(unittest.TestCase):
 
     def test_contract_checks_name_the_arrays(self):
         a = arrays()
-        self.refused(r'values: shape \[2, 1, 2, 4\], keys \[2, 1, 3, 4\]: they must match .*video_keys/video_values',
-                     self.write(dict(a, video_values=a['video_values'][:, :, :2])))
-        self.refused(r'attention_mask: shape \[1, 4\], want \[5\] or \[1,5\]',
-                     self.write(dict(a, context_mask=np.ones((1, 4), np.float32))))
+        self.refused(
+            r'values: shape \[2, 1, 2, 4\], keys \[2, 1, 3, 4\]: they must match '
+            r'.*video_keys/video_values',
+            self.write(dict(a, video_values=a['video_values'][:, :, :2])),
+        )
+        self.refused(
+            r'attention_mask: shape \[1, 4\], want \[5\] or \[1,5\]',
+            self.write(dict(a, context_mask=np.ones((1, 4), np.float32))),
+        )
         bad = a['context'].copy()
         bad[0, 1, 2] = np.nan
         self.refused(r'context\[0,1,2\] is nan', self.write(dict(a, context=bad)))
-        self.refused(r'visible_video_tokens: 9, want a whole number in \[0,3\]',
-                     self.write(dict(a, visible_video=np.array([9]))))
+        self.refused(
+            r'visible_video_tokens: 9, want a whole number in \[0,3\]',
+            self.write(dict(a, visible_video=np.array([9]))),
+        )
         self.refused(r'visible_video is 1.5', self.write(dict(a, visible_video=np.array([1.5]))))
-        self.refused(r'visible_video: 2 element', self.write(dict(a, visible_video=np.array([1, 2]))))
+        self.refused(
+            r'visible_video: 2 element', self.write(dict(a, visible_video=np.array([1, 2])))
+        )
 
 
 class _Quiet:
@@ -178,25 +205,60 @@ class _Quiet:
 
 class Args(unittest.TestCase):
     def test_qos(self):
-        self.assertEqual(K.parse_qos(K.DEFAULT_QOS),
-                         {'reliability': 'reliable', 'durability': 'volatile', 'history': 'keep_last', 'depth': 2})
+        self.assertEqual(
+            K.parse_qos(K.DEFAULT_QOS),
+            {
+                'reliability': 'reliable',
+                'durability': 'volatile',
+                'history': 'keep_last',
+                'depth': 2,
+            },
+        )
         self.assertEqual(K.parse_qos('best_effort')['reliability'], 'best_effort')
         self.assertEqual(K.parse_qos('reliable/transient_local/5')['depth'], 5)
         self.assertEqual(K.parse_qos('reliable/volatile/keep_all')['history'], 'keep_all')
-        for bad, msg in (('fast', "reliability 'fast'"), ('reliable/sticky', "durability 'sticky'"),
-                         ('reliable/volatile/keep_last(0)', 'history'), ('reliable//2', 'want reliability'),
-                         ('a/b/c/d', 'want reliability')):
+        for bad, msg in (
+            ('fast', "reliability 'fast'"),
+            ('reliable/sticky', "durability 'sticky'"),
+            ('reliable/volatile/keep_last(0)', 'history'),
+            ('reliable//2', 'want reliability'),
+            ('a/b/c/d', 'want reliability'),
+        ):
             with self.assertRaisesRegex(ValueError, msg):
                 K.parse_qos(bad)
 
     def test_args(self):
         a = K.parse_args(['g.npz'])
-        self.assertEqual((a.rate, a.count, a.f16, a.topics), (2.0, 0, False, ['video_kv_cache', 'text_context']))
-        a = K.parse_args(['g.npz', '--rate', '5', '--count', '3', '--f16', '--topics', '/a', '/b', '--qos', 'best_effort'])
-        self.assertEqual((a.rate, a.count, a.f16, a.topics, a.qos_profile['reliability']),
-                         (5.0, 3, True, ['/a', '/b'], 'best_effort'))
-        for bad in (['g.npz', '--rate', '0'], ['g.npz', '--rate', 'nan'], ['g.npz', '--count', '-1'],
-                    ['g.npz', '--topics', 'a', 'a'], ['g.npz', '--qos', 'x'], ['g.npz', '--wait', '-1']):
+        self.assertEqual(
+            (a.rate, a.count, a.f16, a.topics), (2.0, 0, False, ['video_kv_cache', 'text_context'])
+        )
+        a = K.parse_args(
+            [
+                'g.npz',
+                '--rate',
+                '5',
+                '--count',
+                '3',
+                '--f16',
+                '--topics',
+                '/a',
+                '/b',
+                '--qos',
+                'best_effort',
+            ]
+        )
+        self.assertEqual(
+            (a.rate, a.count, a.f16, a.topics, a.qos_profile['reliability']),
+            (5.0, 3, True, ['/a', '/b'], 'best_effort'),
+        )
+        for bad in (
+            ['g.npz', '--rate', '0'],
+            ['g.npz', '--rate', 'nan'],
+            ['g.npz', '--count', '-1'],
+            ['g.npz', '--topics', 'a', 'a'],
+            ['g.npz', '--qos', 'x'],
+            ['g.npz', '--wait', '-1'],
+        ):
             with self.assertRaises(SystemExit), _Quiet(), _NoStderr():
                 K.parse_args(bad)
 
@@ -210,8 +272,12 @@ class _NoStderr:
 
 
 class FakeROS:
-    """Just enough of rclpy (and of the generated message module) for kv_player.main: publishers
-    whose subscriber appears after `discover_after` polls, a clock that advances 1 ms a read."""
+    """
+    Just enough of rclpy (and of the generated message module) for kv_player.main.
+
+    Publishers whose subscriber appears after `discover_after` polls, a clock that advances 1 ms a
+    read.
+    """
 
     def __init__(self, discover_after=3, interrupt_at=None):
         import types
@@ -235,7 +301,10 @@ class FakeROS:
                     raise TypeError(f'publish({type(data).__name__})')
                 if len(self.sent) >= 100:  # a test that should have stopped publishing long ago
                     raise AssertionError('kv_player kept publishing')
-                if ros.interrupt_at is not None and sum(len(p.sent) for p in ros.pubs) == ros.interrupt_at:
+                if (
+                    ros.interrupt_at is not None
+                    and sum(len(p.sent) for p in ros.pubs) == ros.interrupt_at
+                ):
                     raise KeyboardInterrupt
                 self.sent.append((data, ros.polls))
 
@@ -275,7 +344,7 @@ class FakeROS:
             ros.inited, ros.init_args = True, args
 
         def remove_ros_args(args=None):
-            return args[:args.index('--ros-args')] if '--ros-args' in args else list(args)
+            return args[: args.index('--ros-args')] if '--ros-args' in args else list(args)
 
         enum = types.SimpleNamespace
         rclpy = types.ModuleType('rclpy')
@@ -290,8 +359,11 @@ class FakeROS:
                 QoSProfile=lambda **kw: kw,
                 ReliabilityPolicy=enum(RELIABLE='RELIABLE', BEST_EFFORT='BEST_EFFORT'),
                 DurabilityPolicy=enum(VOLATILE='VOLATILE', TRANSIENT_LOCAL='TRANSIENT_LOCAL'),
-                HistoryPolicy=enum(KEEP_LAST='KEEP_LAST', KEEP_ALL='KEEP_ALL')),
-            'fastwam_action_expert.msg': types.SimpleNamespace(VideoKVCache='VideoKVCache', TextContext='TextContext'),
+                HistoryPolicy=enum(KEEP_LAST='KEEP_LAST', KEEP_ALL='KEEP_ALL'),
+            ),
+            'fastwam_action_expert.msg': types.SimpleNamespace(
+                VideoKVCache='VideoKVCache', TextContext='TextContext'
+            ),
         }
         self.patch = mock.patch.dict(sys.modules, mods)
 
@@ -308,11 +380,22 @@ class Main(unittest.TestCase):
         rc = self.run_main(ros, '--count', '3', '--f16', '--ros-args', '-r', '__ns:=/robot')
         self.assertEqual(rc, 0)
         self.assertEqual(ros.init_args[-3:], ['--ros-args', '-r', '__ns:=/robot'])
-        self.assertEqual(ros.qos, {'reliability': 'RELIABLE', 'durability': 'VOLATILE', 'history': 'KEEP_LAST', 'depth': 2})
+        self.assertEqual(
+            ros.qos,
+            {
+                'reliability': 'RELIABLE',
+                'durability': 'VOLATILE',
+                'history': 'KEEP_LAST',
+                'depth': 2,
+            },
+        )
         kv, ctx = ros.pubs
         self.assertEqual((kv.topic_name, ctx.topic_name), ('/video_kv_cache', '/text_context'))
         self.assertEqual((len(kv.sent), len(ctx.sent)), (3, 3))
-        self.assertTrue(all(polls > ros.discover_after for _, polls in kv.sent + ctx.sent), 'published before discovery')
+        self.assertTrue(
+            all(polls > ros.discover_after for _, polls in kv.sent + ctx.sent),
+            'published before discovery',
+        )
         stamps = []
         for i, ((a, _), (b, _)) in enumerate(zip(kv.sent, ctx.sent)):
             # Empty frame_id: stamp at 4, seq at 4+16; both messages of a pair carry the same.
@@ -320,7 +403,9 @@ class Main(unittest.TestCase):
                 self.assertEqual(struct.unpack_from('<Q', data, 20)[0], i)
             self.assertEqual(a[4:12], b[4:12])
             stamps.append(struct.unpack_from('<iI', a, 4))
-            self.assertEqual(struct.unpack_from('<I', a, 28)[0], 4)  # visible_video_tokens of case_first4
+            self.assertEqual(
+                struct.unpack_from('<I', a, 28)[0], 4
+            )  # visible_video_tokens of case_first4
             self.assertEqual(a[4 + 28 + 20], 1)  # keys dtype FLOAT16
         self.assertEqual(stamps, sorted(set(stamps)))
         self.assertTrue(kv.acked and ctx.acked and ros.destroyed and ros.shut)
@@ -329,7 +414,9 @@ class Main(unittest.TestCase):
     def test_discovery_timeout(self):
         ros = FakeROS(discover_after=10**9)
         self.assertEqual(self.run_main(ros, '--wait', '0.2'), 1)
-        self.assertIn(('error', 'no subscriber on /video_kv_cache, /text_context after 0.2 s'), ros.logs)
+        self.assertIn(
+            ('error', 'no subscriber on /video_kv_cache, /text_context after 0.2 s'), ros.logs
+        )
         self.assertEqual(ros.pubs[0].sent, [])
         self.assertTrue(ros.destroyed and ros.shut)
 
