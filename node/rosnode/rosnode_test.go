@@ -4,6 +4,7 @@ package rosnode
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,7 @@ func TestFullSizeMessagesOverROS(t *testing.T) {
 		times = append(times, took)
 		t.Logf("full-size observation: publish to chunk %v (node: receive to publish %.1f ms)", took, m.ReceiveToPublishMs)
 	}
+	t.Logf("full-size observations: slowest publish to chunk %v of %d", slices.Max(times), len(times))
 	s := r.node.Stats()
 	t.Logf("node: %d in, %d out, dropped %v", s.In[r.params.Topics.KVCache], s.Out, s.Dropped)
 	r.stop()
