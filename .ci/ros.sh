@@ -64,8 +64,11 @@ for tree in "${trees[@]}"; do
   # Each tree in a subshell, so its environment does not leak into the next.
   if ! (
     set -e
+    # ROS's setup scripts are not written for set -u (or -e).
+    set +eu
     # shellcheck disable=SC1090
     source "$setup"
+    set -eu
     # The shared Jazzy tree's setup sets no ROS_DISTRO (no ros_environment): the file name says it.
     export ROS_DISTRO=${ROS_DISTRO:-$(echo "$name" | cut -d- -f2)}
     echo "+ ROS_DISTRO=$ROS_DISTRO, from $setup"
@@ -75,8 +78,10 @@ for tree in "${trees[@]}"; do
       --cmake-args -DPYTHON_EXECUTABLE=/usr/bin/python3 -DPython3_EXECUTABLE=/usr/bin/python3 >"$root/build.log" 2>&1 ||
       { tail -40 "$root/build.log"; echo "FAIL: colcon build against $name"; exit 1; }
     echo "PASS: colcon build against $name ($((SECONDS - t0)) s so far)"
+    set +eu
     # shellcheck disable=SC1091
     source install/setup.bash
+    set -eu
     cd "$repo"
     echo "+ go vet -tags rclgo ./..."
     ros/rosgo.sh go vet -tags rclgo ./...
