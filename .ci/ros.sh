@@ -61,8 +61,10 @@ for tree in "${trees[@]}"; do
   tar -C "$root" --zstd -xf "$tree"
   setup=$(ls "$root"/*/setup.bash | head -1)
   ln -s "$repo" "$root/ws/src/fastwam_action_expert"
-  # Each tree in a subshell, so its environment does not leak into the next.
-  if ! (
+  # Each tree in a subshell, so its environment does not leak into the next. Not as an if
+  # condition: bash ignores set -e in a subshell run there, and a failing step would go unseen.
+  set +e
+  (
     set -e
     # ROS's setup scripts are not written for set -u (or -e).
     set +eu
@@ -118,7 +120,10 @@ for tree in "${trees[@]}"; do
     done
     ros2 daemon stop >/dev/null 2>&1 || true
     [ "$fails" = 0 ]
-  ); then
+  )
+  rc=$?
+  set -e
+  if [ "$rc" != 0 ]; then
     echo "FAIL: ROS 2 tree $name"
     status=1
   fi
