@@ -13,7 +13,7 @@
 //
 // `fastwam_executor --print-params` prints every parameter with its default
 // as a params file. Build with `go build -tags rclgo` against a sourced ROS 2
-// install (Jazzy or Humble); see the README and docs/ros2.md.
+// (Humble or Jazzy) through ros/rosgo.sh; see docs/ros2.md.
 package main
 
 import (

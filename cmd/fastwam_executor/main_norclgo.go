@@ -6,7 +6,7 @@
 // with the build tag:
 //
 //	source /opt/ros/jazzy/setup.bash    # or /opt/ros/humble
-//	go build -tags rclgo ./cmd/fastwam_executor
+//	ros/rosgo.sh go build -tags rclgo ./cmd/fastwam_executor    # cgo flags from AMENT_PREFIX_PATH
 //
 // The executor itself (package node/executor) runs without ROS on the
 // in-process transport, as in the tests and `fastwam` simulations.
@@ -18,6 +18,6 @@ import (
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "fastwam_executor was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_executor` against a sourced ROS 2 Humble")
+	fmt.Fprintln(os.Stderr, "fastwam_executor was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_executor` against a sourced ROS 2 (ros/rosgo.sh sets the cgo flags)")
 	os.Exit(1)
 }

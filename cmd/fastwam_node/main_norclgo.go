@@ -6,7 +6,7 @@
 // build tag:
 //
 //	source /opt/ros/jazzy/setup.bash    # or /opt/ros/humble
-//	go build -tags rclgo ./cmd/fastwam_node
+//	ros/rosgo.sh go build -tags rclgo ./cmd/fastwam_node    # cgo flags from AMENT_PREFIX_PATH
 package main
 
 import (
@@ -15,6 +15,6 @@ import (
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "fastwam_node was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_node` against a sourced ROS 2 Humble")
+	fmt.Fprintln(os.Stderr, "fastwam_node was built without ROS 2 support; rebuild it with `go build -tags rclgo ./cmd/fastwam_node` against a sourced ROS 2 (ros/rosgo.sh sets the cgo flags)")
 	os.Exit(1)
 }

@@ -23,7 +23,7 @@ func CheckArgs(t testing.TB, py, xml string, names []string) {
 		path string
 		re   *regexp.Regexp
 	}{
-		{py, regexp.MustCompile(`(?m)^    \("([^"]+)", "`)},
+		{py, regexp.MustCompile(`(?m)^    \(['"]([^'"]+)['"], ['"]`)},
 		{xml, regexp.MustCompile(`<arg name="([^"]+)" default="" description=`)},
 		{xml, regexp.MustCompile(`<arg name="([^"]+)" value="\$\(var ([^)]+)\)"/>`)},
 	} {

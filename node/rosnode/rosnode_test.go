@@ -4,6 +4,7 @@ package rosnode
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func needROS(t *testing.T) {
 	for _, ty := range []string{msgs.TypeVideoKVCache, msgs.TypeDiagnosticArray} {
 		pkg, name, _ := strings.Cut(ty, "/msg/")
 		if _, err := rclgo.LoadDynamicMessageTypeSupport(pkg, name); err != nil {
-			t.Skipf("ROS 2 type support for %s not found (source ROS 2 Humble and this package's install): %v", ty, err)
+			t.Skipf("ROS 2 type support for %s not found (source ROS 2 and this package's install): %v", ty, err)
 		}
 	}
 }
@@ -265,6 +266,7 @@ func TestFullSizeMessagesOverROS(t *testing.T) {
 		times = append(times, took)
 		t.Logf("full-size observation: publish to chunk %v (node: receive to publish %.1f ms)", took, m.ReceiveToPublishMs)
 	}
+	t.Logf("full-size observations: slowest publish to chunk %v of %d", slices.Max(times), len(times))
 	s := r.node.Stats()
 	t.Logf("node: %d in, %d out, dropped %v", s.In[r.params.Topics.KVCache], s.Out, s.Dropped)
 	r.stop()

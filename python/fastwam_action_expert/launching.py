@@ -1,24 +1,56 @@
-"""The launch description both launch files of fastwam_action_expert use.
+"""
+The launch description both launch files of fastwam_action_expert use.
 
 action_expert.launch.py and executor.launch.py each list their node's
 parameters and call node_launch_description; this module (installed beside
 the package's message modules and the producer kit) builds the arguments and
-the Node action the same way for both.
+the node action the same way for both.
+
+The action expert (fastwam_node) is a managed node: it is started as a
+launch_ros LifecycleNode, so launch sees its transitions as events (the
+StateTransition events of launch_ros). The executor has no lifecycle and is
+a plain Node. If a node exits with a non-zero status (it could not start,
+for example a bad parameter), launch shuts down and `ros2 launch` exits
+with status 1.
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
 PACKAGE = 'fastwam_action_expert'
 
+# The package's executables that are managed (lifecycle) nodes.
+LIFECYCLE_EXECUTABLES = ('fastwam_node',)
+
+
+class NodeFailed(RuntimeError):
+    """A node of the launch exited with a non-zero status."""
+
+
+def fail_on_error_exit(event, context):
+    """
+    Make launch fail when the process of event exited with an error.
+
+    Raised from an event handler, the exception makes launch log it, shut
+    down the other processes and return 1 (`ros2 launch` exits with it);
+    a node that exits 0 (after SIGINT, or on its own) does not.
+    """
+    if event.returncode != 0:
+        raise NodeFailed(
+            f'{event.action.name} exited with status {event.returncode}: '
+            'the node could not start or stopped on an error (see its log above)'
+        )
+
 
 def node_launch_description(executable, node_name, params_yaml, parameters):
-    """Return the LaunchDescription that starts one node of the package.
+    """
+    Return the LaunchDescription that starts one node of the package.
 
     executable is the node binary (fastwam_node, fastwam_executor),
     node_name the default of the node_name argument, params_yaml the params
@@ -44,13 +76,20 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
         # launch_ros would put a `parameters` file after these arguments,
         # where its defaults would override the rules.
         params_file = LaunchConfiguration('params_file').perform(context)
-        return [Node(
+        node_class = LifecycleNode if executable in LIFECYCLE_EXECUTABLES else Node
+        node = node_class(
             package=PACKAGE,
             executable=executable,
             name=LaunchConfiguration('node_name'),
             namespace=LaunchConfiguration('namespace'),
-            arguments=['--ros-args', '--log-level', LaunchConfiguration('log_level'),
-                       '--params-file', params_file] + rules,
+            arguments=[
+                '--ros-args',
+                '--log-level',
+                LaunchConfiguration('log_level'),
+                '--params-file',
+                params_file,
+            ]
+            + rules,
             output='screen',
             emulate_tty=True,
             # On SIGINT the node shuts down (see its launch file) and exits;
@@ -58,20 +97,28 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
             # exits at once. The SIGTERM sent after sigterm_timeout counts
             # as a second signal.
             sigterm_timeout='10',
-        )]
+        )
+        return [
+            node,
+            RegisterEventHandler(OnProcessExit(target_action=node, on_exit=fail_on_error_exit)),
+        ]
 
     share = get_package_share_directory(PACKAGE)
     args = [
         DeclareLaunchArgument(
             'params_file',
             default_value=os.path.join(share, 'launch', params_yaml),
-            description='ROS 2 params file read before the parameter arguments'),
-        DeclareLaunchArgument('node_name', default_value=node_name,
-                              description='name of the node'),
+            description='ROS 2 params file read before the parameter arguments',
+        ),
+        DeclareLaunchArgument(
+            'node_name', default_value=node_name, description='name of the node'
+        ),
         DeclareLaunchArgument('namespace', default_value='', description='namespace of the node'),
-        DeclareLaunchArgument('log_level', default_value='info',
-                              description='debug, info, warn, error or fatal'),
+        DeclareLaunchArgument(
+            'log_level', default_value='info', description='debug, info, warn, error or fatal'
+        ),
     ]
-    args += [DeclareLaunchArgument(name, default_value='', description=doc)
-             for name, doc in parameters]
+    args += [
+        DeclareLaunchArgument(name, default_value='', description=doc) for name, doc in parameters
+    ]
     return LaunchDescription(args + [OpaqueFunction(function=launch_node)])
