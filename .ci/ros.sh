@@ -7,10 +7,11 @@
 #    cgo flags from the tree);
 #  - colcon test (the ament linters where the tree has them, the launch tests);
 #  - .ci/ros-e2e.sh on each middleware of the tree (Humble: Fast DDS and Cyclone DDS; Jazzy:
-#    Cyclone DDS, the only one in that tree), one after the other, each on its own domain id.
+#    Cyclone DDS, the only one in that tree), one after the other, each on its own domain id;
+#  - the SROS2 check (launch/security/check_sros2.sh) on Cyclone DDS, a third domain id.
 # Without a tree it prints why it skips and exits 0. Any failure exits non-zero.
 # FASTWAM_ROS_TREES (space-separated .tar.zst files) overrides the search; FASTWAM_ROS_DOMAIN
-# (default 65) is the first of the two domain ids used.
+# (default 65) is the first of the three domain ids used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -118,6 +119,16 @@ for tree in "${trees[@]}"; do
       ros2 daemon stop >/dev/null 2>&1 || true
       RMW_IMPLEMENTATION=$rmw ROS_DOMAIN_ID=$d timeout -k 10 600 .ci/ros-e2e.sh || fails=$((fails + 1))
     done
+    # SROS2 (issue 17): under ROS_SECURITY_STRATEGY=Enforce on Cyclone DDS, the world model's
+    # enclave gets chunks through, publishers without the grant get nothing to the node.
+    ros2 daemon stop >/dev/null 2>&1 || true
+    if RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ROS_DOMAIN_ID=$((domain + 2)) timeout -k 10 300 \
+      launch/security/check_sros2.sh; then
+      echo "PASS: SROS2 check (Enforce, Cyclone DDS) on $name"
+    else
+      echo "FAIL: SROS2 check (Enforce, Cyclone DDS) on $name"
+      fails=$((fails + 1))
+    fi
     ros2 daemon stop >/dev/null 2>&1 || true
     [ "$fails" = 0 ]
   )
