@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fastwam/actionexpert/internal/regfile"
 )
 
 // DefaultMaxChunkBytes is the default of ReaderOptions.MaxChunkBytes: 1 GiB,
@@ -152,18 +154,9 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 // openSource opens one file of a bag as MCAP or SQLite, as its first bytes
 // say.
 func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map[string]bool) (source, error) {
-	f, err := os.Open(p)
+	f, size, err := regfile.Open(p, "a bag file (.mcap or .db3)")
 	if err != nil {
 		return nil, fmt.Errorf("bag: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bag: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("bag: %s is not a regular file", p)
 	}
 	head := make([]byte, len(sqliteMagic))
 	n, _ := f.ReadAt(head, 0)
@@ -180,7 +173,7 @@ func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map
 			p, head[:n], sqliteMagic, MetadataFile, StorageSQLite3)
 	}
 	r.osf = append(r.osf, f)
-	return openFile(ctx, f, st.Size(), p, limit, want)
+	return openFile(ctx, f, size, p, limit, want)
 }
 
 // bagFiles resolves path to the MCAP files to read and the bag's metadata
@@ -192,6 +185,9 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	}
 	if !st.IsDir() {
 		return []string{path}, nil, nil
+	}
+	if err := insideFolder(path, filepath.Join(path, MetadataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
 	}
 	meta, err := ReadMetadata(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -207,6 +203,11 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 			return nil, nil, fmt.Errorf("bag: %s has neither %s nor .mcap or .db3 files", path, MetadataFile)
 		}
 		slices.Sort(matches)
+		for _, m := range matches {
+			if err := insideFolder(path, m); err != nil {
+				return nil, nil, err
+			}
+		}
 		return matches, nil, nil
 	}
 	if err != nil {
@@ -225,9 +226,33 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	}
 	var paths []string
 	for _, p := range meta.RelativeFilePaths {
-		paths = append(paths, filepath.Join(path, filepath.FromSlash(p)))
+		full := filepath.Join(path, filepath.FromSlash(p))
+		if err := insideFolder(path, full); err != nil {
+			return nil, nil, err
+		}
+		paths = append(paths, full)
 	}
 	return paths, meta, nil
+}
+
+// insideFolder checks that file, once every symbolic link is resolved,
+// still lies inside the bag folder dir: a link inside a bag that points
+// out of it is refused, as a path with ".." is. A missing file is
+// reported as such (fs.ErrNotExist).
+func insideFolder(dir, file string) error {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("bag: %w", err)
+	}
+	realFile, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return fmt.Errorf("bag: %w", err)
+	}
+	rel, err := filepath.Rel(realDir, realFile)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("bag: %s resolves to %s, outside the bag folder %s: a bag's files must lie inside its folder", file, realFile, realDir)
+	}
+	return nil
 }
 
 // mergeTopics lists the topics of all files, in id order of the first
