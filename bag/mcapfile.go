@@ -129,6 +129,12 @@ func (h *msgHeap) Pop() any {
 // compressed size is refused before anything is allocated for it.
 const maxZstdExpansion = 32768
 
+// maxLZ4Expansion bounds how many bytes one byte of an LZ4 frame can
+// become: a match costs a byte per 255 bytes of length past its token, so
+// no block expands more than 255-fold (frame headers only lower that). A
+// chunk announcing more is refused before anything is allocated for it.
+const maxLZ4Expansion = 255
+
 // zstdKeepDecoderBelow is the largest zstd chunk after which the reader
 // keeps its decoder for the next chunk (see unzstd).
 const zstdKeepDecoderBelow = 8 << 20
@@ -548,7 +554,15 @@ func (f *fileReader) chunkRecords(ctx context.Context, body []byte, off int64) (
 		} else {
 			f.lz4.Reset(bytes.NewReader(rest))
 		}
-		recs, err = readExactly(ctx, f.lz4, size, 4*len(rest))
+		if size > uint64(len(rest))*maxLZ4Expansion {
+			err = fmt.Errorf("%d compressed bytes cannot hold the %d bytes announced (lz4 expands at most %d-fold)",
+				len(rest), size, maxLZ4Expansion)
+			break
+		}
+		// Within that bound the announced size is allocated once, as for
+		// zstd, instead of doubling a buffer up to it (which held the old
+		// and the new buffer at once: 1.05 GB for a 512 MiB chunk).
+		recs, err = readExactly(ctx, f.lz4, size, int(size))
 	default:
 		return nil, 0, 0, f.errorf("chunk at offset %d uses compression %q (supported: none, zstd, lz4)", off, compression)
 	}
