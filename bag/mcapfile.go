@@ -71,6 +71,8 @@ type fileReader struct {
 	chunkRecs  []byte
 	chunkStart uint64
 	chunkEnd   uint64
+	lastLog    uint64 // log time of the last message returned
+	anyLog     bool   // whether a message was returned
 
 	// held is the number of decompressed chunk bytes the reader references
 	// (chunks with messages not yet returned, or being read); peakHeld is
@@ -268,7 +270,7 @@ func (f *fileReader) readHeaderAndFooter() error {
 // recording was not closed, or a summary without channels) is scanned
 // first, so that its topics are known before the first message is read;
 // the chunks the scan met then serve as its chunk index, unless the file
-// also holds messages outside chunks, which are read in file order.
+// also holds messages outside chunks, which are read in file order (refused when out of log-time order).
 func (f *fileReader) prepare(ctx context.Context) error {
 	f.pos = f.dataPos
 	if len(f.channels) > 0 {
@@ -880,12 +882,24 @@ func (f *fileReader) nextLinear(ctx context.Context) (Message, error) {
 	}
 }
 
+// linearRecord handles one record of a linear read. Messages must come in
+// log-time order: a file read linearly has no index to sort them by, and
+// one out of order is refused rather than returned out of order.
 func (f *fileReader) linearRecord(op mcap.OpCode, body []byte) (Message, bool, error) {
 	switch op {
 	case mcap.OpSchema, mcap.OpChannel:
 		return Message{}, false, f.addRecord(op, body)
 	case mcap.OpMessage:
-		return f.message(body)
+		m, ok, err := f.message(body)
+		if err != nil || !ok {
+			return m, ok, err
+		}
+		if f.anyLog && m.logTime < f.lastLog {
+			return Message{}, false, f.errorf("message on %s at %d ns comes after one at %d ns: a file without a chunk index holding messages outside chunks must have them in log-time order (this reader does not sort them)",
+				m.Topic, m.logTime, f.lastLog)
+		}
+		f.lastLog, f.anyLog = m.logTime, true
+		return m, true, nil
 	}
 	return Message{}, false, nil
 }

@@ -69,7 +69,9 @@ type Topic struct {
 // summary lists no channels is scanned once when it is opened, chunk by
 // chunk, so that Topics is complete from the start; its chunks are then
 // read in log-time order like an indexed file's, or, when it holds
-// messages outside chunks, in file order.
+// messages outside chunks, in file order, which must then be log-time
+// order: a message earlier than the one before it is refused (such a file
+// has no index to sort by; rosbag2 and Writer never write one).
 //
 // Only channels with message encoding "cdr" are read: opening a bag (or
 // reading on) fails, naming the topic and its encoding, when a wanted
@@ -293,7 +295,8 @@ func (r *Reader) Topics() []Topic { return slices.Clone(r.topics) }
 // Next returns the next message in log-time order across the bag's files
 // (messages with equal log times come in file order), or io.EOF after the
 // last one. A file holding messages outside chunks without a chunk index
-// (not what rosbag2 or Writer produce) is read in file order.
+// (not what rosbag2 or Writer produce) is read in file order, and a message
+// there that is earlier than the one before it is an error.
 //
 // When ctx is done before Next starts, it returns ctx's error and the
 // reader stays usable; cancellation seen while a chunk is being loaded is
