@@ -3,9 +3,11 @@ package bag_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -351,4 +353,35 @@ func TestCancellation(t *testing.T) {
 		}
 	}
 	checkMessages(t, readAll(t, r), want)
+}
+
+// TestManyChannelsBoundedMemory: 65,535 channels (every id MCAP has) of one
+// 4 KiB schema cost memory in proportion to the file, not one copy of the
+// schema per channel (268 MB) nor a merged list grown topic by topic.
+func TestManyChannelsBoundedMemory(t *testing.T) {
+	b := newBuilder(t)
+	s := binary.LittleEndian.AppendUint16(nil, 2)
+	s = appendStr(appendStr(s, "a/msg/B"), "ros2msg")
+	b.record(mcap.OpSchema, appendStr(s, strings.Repeat("uint8 x\n", 512)))
+	for id := 1; id <= 65535; id++ {
+		b.record(mcap.OpChannel, channelBody(uint16(id), 2, fmt.Sprintf("/t%05d", id), "cdr"))
+	}
+	b.chunk(false, nil, bmsg{1, 5, []byte{0, 1, 0, 0}})
+	path := writeTemp(t, "channels.mcap", b.finish(true))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r, err := bag.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := r.Topics()
+	runtime.ReadMemStats(&after)
+	r.Close()
+	if len(topics) != 65535 || len(topics[7].Definition) != 4096 {
+		t.Fatalf("%d topics", len(topics))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+		t.Fatalf("opening allocated %d MB, want under 48 MB for a %d MB file", got>>20, len(b.buf)>>20)
+	}
 }

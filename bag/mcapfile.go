@@ -932,11 +932,20 @@ func (f *fileReader) fileTopics() ([]Topic, error) {
 	}
 	slices.Sort(ids)
 	topics := make([]Topic, 0, len(ids))
+	// One definition string per schema, shared by its channels: a copy
+	// per channel made 65,535 channels of one large schema cost 65,535
+	// copies of it.
+	defs := map[uint16]string{}
 	for _, id := range ids {
 		ch := f.channels[id]
 		t := Topic{Name: ch.Topic, MessageEncoding: ch.MessageEncoding}
 		if s := f.schemas[ch.SchemaID]; s != nil {
-			t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, string(s.Data)
+			def, ok := defs[s.ID]
+			if !ok {
+				def = string(s.Data)
+				defs[s.ID] = def
+			}
+			t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, def
 		}
 		if q, ok := ch.Metadata[QoSMetadataKey]; ok {
 			profiles, err := ParseQoSProfiles(q)
