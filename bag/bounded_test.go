@@ -3,9 +3,11 @@ package bag_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -203,16 +205,21 @@ func TestSummarylessBag(t *testing.T) {
 }
 
 // TestUnchunkedSummarylessFile reads messages stored outside chunks in a
-// file without summary: in file order, topics known at open.
+// file without summary: in file order, which must be log-time order,
+// topics known at open. A message earlier than the one before it is
+// refused, naming both times: such a file has no index to sort by.
 func TestUnchunkedSummarylessFile(t *testing.T) {
-	b := newBuilder(t)
-	b.schemaChannel(1, "/u", "cdr")
-	for _, at := range []uint64{7, 3, 9} {
-		b.record(mcap.OpMessage, messageBody(bmsg{1, at, []byte(fmt.Sprintf("m%d\x00", at))}))
+	build := func(times ...uint64) []byte {
+		b := newBuilder(t)
+		b.schemaChannel(1, "/u", "cdr")
+		for _, at := range times {
+			b.record(mcap.OpMessage, messageBody(bmsg{1, at, []byte(fmt.Sprintf("m%d\x00", at))}))
+		}
+		b.schemaChannel(2, "/late", "cdr")
+		b.record(mcap.OpMessage, messageBody(bmsg{2, 10, []byte("late\x00")}))
+		return b.finish(false)
 	}
-	b.schemaChannel(2, "/late", "cdr")
-	b.record(mcap.OpMessage, messageBody(bmsg{2, 1, []byte("late\x00")}))
-	data := b.finish(false)
+	data := build(3, 7, 9)
 	if n := libraryCount(t, data); n != 4 {
 		t.Fatalf("the MCAP library reads %d messages, want 4", n)
 	}
@@ -230,8 +237,20 @@ func TestUnchunkedSummarylessFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "7:m7 3:m3 9:m9 1:late"; strings.Join(got, " ") != want {
-		t.Fatalf("got %s, want file order %s", strings.Join(got, " "), want)
+	if want := "3:m3 7:m7 9:m9 10:late"; strings.Join(got, " ") != want {
+		t.Fatalf("got %s, want %s", strings.Join(got, " "), want)
+	}
+	for _, withSummary := range []bool{false, true} {
+		b := newBuilder(t)
+		b.schemaChannel(1, "/u", "cdr")
+		for _, at := range []uint64{7, 3} {
+			b.record(mcap.OpMessage, messageBody(bmsg{1, at, []byte("m\x00")}))
+		}
+		path := writeTemp(t, "o.mcap", b.finish(withSummary))
+		if _, _, err := readNames(t, path, bag.ReaderOptions{}); err == nil ||
+			!strings.Contains(err.Error(), "message on /u at 3 ns comes after one at 7 ns") {
+			t.Fatalf("out of order (summary %v): %v", withSummary, err)
+		}
 	}
 }
 
@@ -334,4 +353,35 @@ func TestCancellation(t *testing.T) {
 		}
 	}
 	checkMessages(t, readAll(t, r), want)
+}
+
+// TestManyChannelsBoundedMemory: 65,535 channels (every id MCAP has) of one
+// 4 KiB schema cost memory in proportion to the file, not one copy of the
+// schema per channel (268 MB) nor a merged list grown topic by topic.
+func TestManyChannelsBoundedMemory(t *testing.T) {
+	b := newBuilder(t)
+	s := binary.LittleEndian.AppendUint16(nil, 2)
+	s = appendStr(appendStr(s, "a/msg/B"), "ros2msg")
+	b.record(mcap.OpSchema, appendStr(s, strings.Repeat("uint8 x\n", 512)))
+	for id := 1; id <= 65535; id++ {
+		b.record(mcap.OpChannel, channelBody(uint16(id), 2, fmt.Sprintf("/t%05d", id), "cdr"))
+	}
+	b.chunk(false, nil, bmsg{1, 5, []byte{0, 1, 0, 0}})
+	path := writeTemp(t, "channels.mcap", b.finish(true))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r, err := bag.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := r.Topics()
+	runtime.ReadMemStats(&after)
+	r.Close()
+	if len(topics) != 65535 || len(topics[7].Definition) != 4096 {
+		t.Fatalf("%d topics", len(topics))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 48<<20 {
+		t.Fatalf("opening allocated %d MB, want under 48 MB for a %d MB file", got>>20, len(b.buf)>>20)
+	}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // seedFile writes a tiny MCAP file in memory with the MCAP library: two
-// channels (cdr), a few messages not in log-time order, one tie, and
+// channels (cdr), a few messages (not in log-time order when chunked), one tie, and
 // nothing the reader does not look at (no metadata, no summary offsets,
 // a one-line schema), so that seeds stay small: the fuzzing engine
 // minimises every new input it finds, which takes time in proportion to
@@ -41,7 +41,12 @@ func seedFile(f testing.TB, opts mcap.WriterOptions) []byte {
 	must(w.WriteSchema(&mcap.Schema{ID: 1, Name: "a/msg/B", Encoding: "ros2msg", Data: []byte("uint8 x\n")}))
 	must(w.WriteChannel(&mcap.Channel{ID: 1, SchemaID: 1, Topic: "/a", MessageEncoding: "cdr"}))
 	must(w.WriteChannel(&mcap.Channel{ID: 2, SchemaID: 1, Topic: "/b", MessageEncoding: "cdr"}))
-	for i, at := range []uint64{30, 10, 20, 20} {
+	times := []uint64{30, 10, 20, 20}
+	if !opts.Chunked {
+		// Messages outside chunks must come in log-time order.
+		times = []uint64{10, 20, 20, 30}
+	}
+	for i, at := range times {
 		must(w.WriteMessage(&mcap.Message{ChannelID: uint16(1 + i%2), Sequence: uint32(i), LogTime: at, PublishTime: at,
 			Data: []byte{0, 1, 0, 0, byte(i)}}))
 	}

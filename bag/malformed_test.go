@@ -2,6 +2,7 @@ package bag_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -9,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/msgs"
 )
 
 // smallBagFile writes a small bag and returns its MCAP bytes.
@@ -182,5 +185,47 @@ func TestMissingBagFile(t *testing.T) {
 	empty := t.TempDir()
 	if _, err := bag.Open(empty); err == nil || !strings.Contains(err.Error(), "neither metadata.yaml nor .mcap or .db3 files") {
 		t.Fatalf("empty folder: %v", err)
+	}
+}
+
+// TestLZ4ExpansionBound: an lz4 chunk announcing more than 255 times its
+// compressed size is refused before anything is allocated, and the densest
+// real lz4 chunk (zeros) still reads.
+func TestLZ4ExpansionBound(t *testing.T) {
+	good := smallBagFile(t, bag.WriterOptions{Compression: bag.CompressionLZ4})
+	b := bytes.Clone(good)
+	chunk := dataRecord(t, b, 0x06) + 16
+	index := summaryRecord(t, b, 0x08)
+	indexLen := int(binary.LittleEndian.Uint64(b[index-8:]))
+	compressed := binary.LittleEndian.Uint64(b[index+indexLen-16:])
+	for _, at := range []int{chunk, index + indexLen - 8} {
+		binary.LittleEndian.PutUint64(b[at:], compressed*256)
+	}
+	if _, err := readFile(t, b, bag.ReaderOptions{}); err == nil || !strings.Contains(err.Error(), "lz4 expands at most 255-fold") {
+		t.Fatalf("lz4 chunk announcing 256x: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "zeros")
+	w, err := bag.Create(dir, bag.WriterOptions{Compression: bag.CompressionLZ4, ChunkSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AddTopic("/z", msgs.TypeActionChunk, bag.DefaultQoS()); err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, 6<<20)
+	zeros[1] = 1
+	if err := w.Write("/z", time.Unix(1, 0), zeros); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bag.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if m, err := r.Next(context.Background()); err != nil || len(m.Data) != len(zeros) {
+		t.Fatalf("zeros: %d bytes, %v", len(m.Data), err)
 	}
 }

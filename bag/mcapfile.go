@@ -71,6 +71,8 @@ type fileReader struct {
 	chunkRecs  []byte
 	chunkStart uint64
 	chunkEnd   uint64
+	lastLog    uint64 // log time of the last message returned
+	anyLog     bool   // whether a message was returned
 
 	// held is the number of decompressed chunk bytes the reader references
 	// (chunks with messages not yet returned, or being read); peakHeld is
@@ -128,6 +130,12 @@ func (h *msgHeap) Pop() any {
 // bytes per byte. A chunk announcing more than this many times its
 // compressed size is refused before anything is allocated for it.
 const maxZstdExpansion = 32768
+
+// maxLZ4Expansion bounds how many bytes one byte of an LZ4 frame can
+// become: a match costs a byte per 255 bytes of length past its token, so
+// no block expands more than 255-fold (frame headers only lower that). A
+// chunk announcing more is refused before anything is allocated for it.
+const maxLZ4Expansion = 255
 
 // zstdKeepDecoderBelow is the largest zstd chunk after which the reader
 // keeps its decoder for the next chunk (see unzstd).
@@ -262,7 +270,7 @@ func (f *fileReader) readHeaderAndFooter() error {
 // recording was not closed, or a summary without channels) is scanned
 // first, so that its topics are known before the first message is read;
 // the chunks the scan met then serve as its chunk index, unless the file
-// also holds messages outside chunks, which are read in file order.
+// also holds messages outside chunks, which are read in file order (refused when out of log-time order).
 func (f *fileReader) prepare(ctx context.Context) error {
 	f.pos = f.dataPos
 	if len(f.channels) > 0 {
@@ -548,7 +556,15 @@ func (f *fileReader) chunkRecords(ctx context.Context, body []byte, off int64) (
 		} else {
 			f.lz4.Reset(bytes.NewReader(rest))
 		}
-		recs, err = readExactly(ctx, f.lz4, size, 4*len(rest))
+		if size > uint64(len(rest))*maxLZ4Expansion {
+			err = fmt.Errorf("%d compressed bytes cannot hold the %d bytes announced (lz4 expands at most %d-fold)",
+				len(rest), size, maxLZ4Expansion)
+			break
+		}
+		// Within that bound the announced size is allocated once, as for
+		// zstd, instead of doubling a buffer up to it (which held the old
+		// and the new buffer at once: 1.05 GB for a 512 MiB chunk).
+		recs, err = readExactly(ctx, f.lz4, size, int(size))
 	default:
 		return nil, 0, 0, f.errorf("chunk at offset %d uses compression %q (supported: none, zstd, lz4)", off, compression)
 	}
@@ -866,12 +882,24 @@ func (f *fileReader) nextLinear(ctx context.Context) (Message, error) {
 	}
 }
 
+// linearRecord handles one record of a linear read. Messages must come in
+// log-time order: a file read linearly has no index to sort them by, and
+// one out of order is refused rather than returned out of order.
 func (f *fileReader) linearRecord(op mcap.OpCode, body []byte) (Message, bool, error) {
 	switch op {
 	case mcap.OpSchema, mcap.OpChannel:
 		return Message{}, false, f.addRecord(op, body)
 	case mcap.OpMessage:
-		return f.message(body)
+		m, ok, err := f.message(body)
+		if err != nil || !ok {
+			return m, ok, err
+		}
+		if f.anyLog && m.logTime < f.lastLog {
+			return Message{}, false, f.errorf("message on %s at %d ns comes after one at %d ns: a file without a chunk index holding messages outside chunks must have them in log-time order (this reader does not sort them)",
+				m.Topic, m.logTime, f.lastLog)
+		}
+		f.lastLog, f.anyLog = m.logTime, true
+		return m, true, nil
 	}
 	return Message{}, false, nil
 }
@@ -904,11 +932,20 @@ func (f *fileReader) fileTopics() ([]Topic, error) {
 	}
 	slices.Sort(ids)
 	topics := make([]Topic, 0, len(ids))
+	// One definition string per schema, shared by its channels: a copy
+	// per channel made 65,535 channels of one large schema cost 65,535
+	// copies of it.
+	defs := map[uint16]string{}
 	for _, id := range ids {
 		ch := f.channels[id]
 		t := Topic{Name: ch.Topic, MessageEncoding: ch.MessageEncoding}
 		if s := f.schemas[ch.SchemaID]; s != nil {
-			t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, string(s.Data)
+			def, ok := defs[s.ID]
+			if !ok {
+				def = string(s.Data)
+				defs[s.ID] = def
+			}
+			t.Type, t.SchemaEncoding, t.Definition = s.Name, s.Encoding, def
 		}
 		if q, ok := ch.Metadata[QoSMetadataKey]; ok {
 			profiles, err := ParseQoSProfiles(q)

@@ -4,28 +4,51 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
-	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fastwam/actionexpert/internal/regfile"
 )
 
 // MetadataFile is the name of a bag folder's metadata file.
 const MetadataFile = "metadata.yaml"
 
-// metadataVersion is the rosbag2_bagfile_information version ROS 2 Humble
-// writes.
-const metadataVersion = 5
+// Versions of rosbag2_bagfile_information. Humble's rosbag2 writes version 5,
+// Jazzy's version 9; the reader reads every version from 1 to 9 with the
+// fields rosbag2's own reader expects of it (see ParseMetadata).
+const (
+	MetadataVersionHumble = 5
+	MetadataVersionJazzy  = 9
+	minMetadataVersion    = 1
+	maxMetadataVersion    = 9
+)
+
+// MaxMetadataBytes bounds the size of a metadata.yaml the reader accepts:
+// 4 MiB holds the metadata of thousands of topics (a version 9 topic entry
+// is under 1 KiB), and parsing it peaks at a few tens of megabytes.
+const MaxMetadataBytes = 4 << 20
+
+// maxBagFiles bounds the number of files a bag's metadata.yaml may list.
+const maxBagFiles = 4096
 
 // Metadata is a bag folder's metadata.yaml (rosbag2_bagfile_information).
+// Which fields a version has is rosbag2's rule: compression_format and
+// compression_mode from version 3, files from 5, custom_data from 6,
+// each topic's type_description_hash from 7, ros_distro from 8; the
+// offered QoS profiles are a YAML string holding a list of profiles with
+// numbered policies in versions 4 to 8 and a YAML list of profiles with
+// named policies from version 9.
 type Metadata struct {
 	Version           int
-	StorageIdentifier string // "mcap" for the bags of this package
+	StorageIdentifier string // "mcap" or "sqlite3"
 	Duration          time.Duration
 	StartingTime      time.Time // earliest log time; rosbag2 writes the largest int64 ns for an empty bag
 	MessageCount      uint64
@@ -34,6 +57,8 @@ type Metadata struct {
 	CompressionMode   string
 	RelativeFilePaths []string
 	Files             []FileMetadata
+	CustomData        map[string]string // version 6 and later; nil when there is none
+	ROSDistro         string            // version 8 and later
 }
 
 // TopicMetadata is one entry of topics_with_message_count.
@@ -41,7 +66,8 @@ type TopicMetadata struct {
 	Name                string
 	Type                string // e.g. "fastwam_action_expert/msg/VideoKVCache"
 	SerializationFormat string // "cdr"
-	OfferedQoSProfiles  string // YAML text, see EncodeQoSProfiles
+	OfferedQoSProfiles  []QoS
+	TypeDescriptionHash string // version 7 and later: "RIHS01_<sha256 hex>", or "" when unknown
 	MessageCount        uint64
 }
 
@@ -57,8 +83,9 @@ type FileMetadata struct {
 // messages: the largest int64 nanosecond count.
 func emptyBagStart() time.Time { return time.Unix(0, math.MaxInt64) }
 
-// Encode returns the metadata as rosbag2 (yaml-cpp) writes metadata.yaml:
-// the same keys, order, indentation and quoting.
+// Encode returns the metadata as rosbag2 (yaml-cpp) writes metadata.yaml
+// for m.Version: the same keys, order, indentation and quoting, and the
+// fields that version has (see Metadata).
 func (m *Metadata) Encode() []byte {
 	var b strings.Builder
 	w := func(indent int, format string, args ...any) {
@@ -66,8 +93,9 @@ func (m *Metadata) Encode() []byte {
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
+	v := m.Version
 	w(0, "rosbag2_bagfile_information:")
-	w(2, "version: %d", m.Version)
+	w(2, "version: %d", v)
 	w(2, "storage_identifier: %s", yamlString(m.StorageIdentifier))
 	w(2, "duration:")
 	w(4, "nanoseconds: %d", m.Duration.Nanoseconds())
@@ -83,12 +111,28 @@ func (m *Metadata) Encode() []byte {
 			w(8, "name: %s", yamlString(t.Name))
 			w(8, "type: %s", yamlString(t.Type))
 			w(8, "serialization_format: %s", yamlString(t.SerializationFormat))
-			w(8, "offered_qos_profiles: %s", yamlString(t.OfferedQoSProfiles))
+			switch {
+			case v >= 9 && len(t.OfferedQoSProfiles) == 0:
+				w(8, "offered_qos_profiles: []")
+			case v >= 9:
+				// A block list of named policies, one level in.
+				w(8, "offered_qos_profiles:")
+				for _, line := range strings.Split(EncodeQoSProfilesFor(v, t.OfferedQoSProfiles), "\n") {
+					w(10, "%s", line)
+				}
+			case v >= 4:
+				w(8, "offered_qos_profiles: %s", yamlString(EncodeQoSProfiles(t.OfferedQoSProfiles)))
+			}
+			if v >= 7 {
+				w(8, "type_description_hash: %s", yamlString(t.TypeDescriptionHash))
+			}
 			w(6, "message_count: %d", t.MessageCount)
 		}
 	}
-	w(2, "compression_format: %s", yamlString(m.CompressionFormat))
-	w(2, "compression_mode: %s", yamlString(m.CompressionMode))
+	if v >= 3 {
+		w(2, "compression_format: %s", yamlString(m.CompressionFormat))
+		w(2, "compression_mode: %s", yamlString(m.CompressionMode))
+	}
 	if len(m.RelativeFilePaths) == 0 {
 		w(2, "relative_file_paths: []")
 	} else {
@@ -97,18 +141,35 @@ func (m *Metadata) Encode() []byte {
 			w(4, "- %s", yamlString(p))
 		}
 	}
-	if len(m.Files) == 0 {
-		w(2, "files: []")
-	} else {
-		w(2, "files:")
-		for _, f := range m.Files {
-			w(4, "- path: %s", yamlString(f.Path))
-			w(6, "starting_time:")
-			w(8, "nanoseconds_since_epoch: %d", epochNanos(f.StartingTime))
-			w(6, "duration:")
-			w(8, "nanoseconds: %d", f.Duration.Nanoseconds())
-			w(6, "message_count: %d", f.MessageCount)
+	if v >= 5 {
+		if len(m.Files) == 0 {
+			w(2, "files: []")
+		} else {
+			w(2, "files:")
+			for _, f := range m.Files {
+				w(4, "- path: %s", yamlString(f.Path))
+				w(6, "starting_time:")
+				w(8, "nanoseconds_since_epoch: %d", epochNanos(f.StartingTime))
+				w(6, "duration:")
+				w(8, "nanoseconds: %d", f.Duration.Nanoseconds())
+				w(6, "message_count: %d", f.MessageCount)
+			}
 		}
+	}
+	if v >= 6 {
+		if len(m.CustomData) == 0 {
+			// yaml-cpp writes an empty map as a null.
+			w(2, "custom_data: ~")
+		} else {
+			w(2, "custom_data:")
+			keys := slices.Sorted(maps.Keys(m.CustomData))
+			for _, k := range keys {
+				w(4, "%s: %s", yamlString(k), yamlString(m.CustomData[k]))
+			}
+		}
+	}
+	if v >= 8 {
+		w(2, "ros_distro: %s", yamlString(m.ROSDistro))
 	}
 	// yaml-cpp writes no newline after the last line.
 	return []byte(strings.TrimSuffix(b.String(), "\n"))
@@ -181,7 +242,9 @@ type yamlMetadata struct {
 				Name                string `yaml:"name"`
 				Type                string `yaml:"type"`
 				SerializationFormat string `yaml:"serialization_format"`
-				OfferedQoSProfiles  string `yaml:"offered_qos_profiles"`
+				// A string before version 9, a list from version 9.
+				OfferedQoSProfiles  yaml.Node `yaml:"offered_qos_profiles"`
+				TypeDescriptionHash string    `yaml:"type_description_hash"`
 			} `yaml:"topic_metadata"`
 			MessageCount uint64 `yaml:"message_count"`
 		} `yaml:"topics_with_message_count"`
@@ -194,6 +257,8 @@ type yamlMetadata struct {
 			Duration     yamlNanos      `yaml:"duration"`
 			MessageCount uint64         `yaml:"message_count"`
 		} `yaml:"files"`
+		CustomData map[string]string `yaml:"custom_data"`
+		ROSDistro  string            `yaml:"ros_distro"`
 	} `yaml:"rosbag2_bagfile_information"`
 }
 
@@ -212,9 +277,13 @@ func nanos(field string, v uint64) (int64, error) {
 	return int64(v), nil
 }
 
-// ParseMetadata parses the content of a metadata.yaml. It checks what this
-// package relies on: the version, the storage identifier and file paths
-// that stay inside the bag folder.
+// ParseMetadata parses the content of a metadata.yaml of any version from
+// 1 to 9, reading the fields that version has as rosbag2 does (see
+// Metadata): fields of later versions are ignored, and the offered QoS
+// profiles must be a string up to version 8 and a list from version 9.
+// It checks what this package relies on: the version, the storage
+// identifier, and file paths that stay inside the bag folder, each listed
+// once, at most maxBagFiles of them.
 func ParseMetadata(data []byte) (*Metadata, error) {
 	var y yamlMetadata
 	if err := yaml.Unmarshal(data, &y); err != nil {
@@ -226,16 +295,27 @@ func ParseMetadata(data []byte) (*Metadata, error) {
 		return nil, errors.New("bag: metadata has no rosbag2_bagfile_information")
 	case info.Version == nil:
 		return nil, errors.New("bag: metadata has no version")
+	case *info.Version < minMetadataVersion || *info.Version > maxMetadataVersion:
+		return nil, fmt.Errorf("bag: metadata version %d is not one this reader knows (versions %d to %d: Humble writes %d, Jazzy %d)",
+			*info.Version, minMetadataVersion, maxMetadataVersion, MetadataVersionHumble, MetadataVersionJazzy)
 	case info.StorageIdentifier == nil:
 		return nil, errors.New("bag: metadata has no storage_identifier")
 	}
+	v := *info.Version
 	m := &Metadata{
-		Version:           *info.Version,
+		Version:           v,
 		StorageIdentifier: *info.StorageIdentifier,
 		MessageCount:      info.MessageCount,
-		CompressionFormat: info.CompressionFormat,
-		CompressionMode:   info.CompressionMode,
 		RelativeFilePaths: info.RelativeFilePaths,
+	}
+	if v >= 3 {
+		m.CompressionFormat, m.CompressionMode = info.CompressionFormat, info.CompressionMode
+	}
+	if v >= 6 && len(info.CustomData) > 0 {
+		m.CustomData = info.CustomData
+	}
+	if v >= 8 {
+		m.ROSDistro = info.ROSDistro
 	}
 	d, err := nanos("duration", info.Duration.Nanoseconds)
 	if err != nil {
@@ -248,31 +328,84 @@ func ParseMetadata(data []byte) (*Metadata, error) {
 	}
 	m.StartingTime = time.Unix(0, start)
 	for _, t := range info.Topics {
-		m.Topics = append(m.Topics, TopicMetadata{
+		tm := TopicMetadata{
 			Name:                t.Topic.Name,
 			Type:                t.Topic.Type,
 			SerializationFormat: t.Topic.SerializationFormat,
-			OfferedQoSProfiles:  t.Topic.OfferedQoSProfiles,
 			MessageCount:        t.MessageCount,
-		})
-	}
-	for _, f := range info.Files {
-		d, err := nanos("files duration", f.Duration.Nanoseconds)
-		if err != nil {
-			return nil, err
 		}
-		s, err := nanos("files starting_time", f.StartingTime.Nanoseconds)
-		if err != nil {
-			return nil, err
+		if v >= 7 {
+			tm.TypeDescriptionHash = t.Topic.TypeDescriptionHash
 		}
-		m.Files = append(m.Files, FileMetadata{Path: f.Path, StartingTime: time.Unix(0, s), Duration: time.Duration(d), MessageCount: f.MessageCount})
+		if tm.OfferedQoSProfiles, err = topicQoS(v, &t.Topic.OfferedQoSProfiles); err != nil {
+			return nil, fmt.Errorf("%w (topic %s)", err, tm.Name)
+		}
+		m.Topics = append(m.Topics, tm)
 	}
+	if v >= 5 {
+		for _, f := range info.Files {
+			d, err := nanos("files duration", f.Duration.Nanoseconds)
+			if err != nil {
+				return nil, err
+			}
+			s, err := nanos("files starting_time", f.StartingTime.Nanoseconds)
+			if err != nil {
+				return nil, err
+			}
+			m.Files = append(m.Files, FileMetadata{Path: f.Path, StartingTime: time.Unix(0, s), Duration: time.Duration(d), MessageCount: f.MessageCount})
+		}
+	}
+	if n := len(m.RelativeFilePaths); n > maxBagFiles {
+		return nil, fmt.Errorf("bag: metadata lists %d files, more than the %d this reader opens", n, maxBagFiles)
+	}
+	seen := make(map[string]bool, len(m.RelativeFilePaths))
 	for _, p := range m.RelativeFilePaths {
 		if err := checkRelativePath(p); err != nil {
 			return nil, err
 		}
+		clean := path.Clean(filepath.ToSlash(p))
+		if seen[clean] {
+			return nil, fmt.Errorf("bag: metadata lists file %q more than once: each file of a bag is listed once", p)
+		}
+		seen[clean] = true
 	}
 	return m, nil
+}
+
+// topicQoS reads a topic's offered_qos_profiles as metadata version v has
+// them: absent before version 4, a YAML string holding the list up to
+// version 8, the list itself from version 9.
+func topicQoS(v int, n *yaml.Node) ([]QoS, error) {
+	switch {
+	case v < 4 || n.Kind == 0:
+		return nil, nil
+	case v < 9:
+		var text string
+		if n.Kind != yaml.ScalarNode || n.Decode(&text) != nil {
+			return nil, fmt.Errorf("bag: metadata version %d has offered_qos_profiles as a YAML %s (line %d), want a string holding the list (lists are version 9's form)",
+				v, nodeKind(n), n.Line)
+		}
+		return ParseQoSProfiles(text)
+	default:
+		if n.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("bag: metadata version %d has offered_qos_profiles as a YAML %s (line %d), want a list of profiles (strings are the form before version 9)",
+				v, nodeKind(n), n.Line)
+		}
+		return decodeQoSProfiles(n)
+	}
+}
+
+// nodeKind names a YAML node's kind for errors.
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.MappingNode:
+		return "map"
+	case yaml.ScalarNode:
+		return "scalar"
+	}
+	return "node"
 }
 
 // checkRelativePath rejects a bag file path that is empty, absolute or
@@ -284,9 +417,11 @@ func checkRelativePath(p string) error {
 	return nil
 }
 
-// ReadMetadata reads dir/metadata.yaml.
+// ReadMetadata reads dir/metadata.yaml, which must be a regular file of at
+// most MaxMetadataBytes.
 func ReadMetadata(dir string) (*Metadata, error) {
-	data, err := os.ReadFile(filepath.Join(dir, MetadataFile))
+	p := filepath.Join(dir, MetadataFile)
+	data, err := regfile.ReadFile(p, "the bag's "+MetadataFile, MaxMetadataBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("bag: %s has no %s: %w", dir, MetadataFile, err)
 	}
@@ -295,7 +430,7 @@ func ReadMetadata(dir string) (*Metadata, error) {
 	}
 	m, err := ParseMetadata(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, filepath.Join(dir, MetadataFile))
+		return nil, fmt.Errorf("%w (in %s)", err, p)
 	}
 	return m, nil
 }

@@ -100,7 +100,7 @@ func TestParseRosbag2Metadata(t *testing.T) {
 		t.Fatalf("parsed %+v", m)
 	}
 	want := []bag.TopicMetadata{{Name: "/topic", Type: "std_msgs/msg/String", SerializationFormat: "cdr",
-		OfferedQoSProfiles: rosbag2QoS, MessageCount: 52}}
+		OfferedQoSProfiles: []bag.QoS{rosbag2Profile()}, MessageCount: 52}}
 	if !reflect.DeepEqual(m.Topics, want) {
 		t.Fatalf("topics %+v", m.Topics)
 	}
@@ -203,4 +203,12 @@ func TestYAMLQuoting(t *testing.T) {
 			t.Errorf("%q came back as %q", name, back.Topics[0].Name)
 		}
 	}
+}
+
+// rosbag2Profile is the profile rosbag2QoS holds.
+func rosbag2Profile() bag.QoS {
+	inf := bag.InfiniteDuration()
+	return bag.QoS{History: bag.HistoryKeepLast, Depth: 10, Reliability: bag.ReliabilityReliable,
+		Durability: bag.DurabilityVolatile, Deadline: inf, Lifespan: inf, Liveliness: bag.LivelinessAutomatic,
+		LivelinessLeaseDuration: inf}
 }

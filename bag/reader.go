@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fastwam/actionexpert/internal/regfile"
 )
 
 // DefaultMaxChunkBytes is the default of ReaderOptions.MaxChunkBytes: 1 GiB,
@@ -67,7 +69,9 @@ type Topic struct {
 // summary lists no channels is scanned once when it is opened, chunk by
 // chunk, so that Topics is complete from the start; its chunks are then
 // read in log-time order like an indexed file's, or, when it holds
-// messages outside chunks, in file order.
+// messages outside chunks, in file order, which must then be log-time
+// order: a message earlier than the one before it is refused (such a file
+// has no index to sort by; rosbag2 and Writer never write one).
 //
 // Only channels with message encoding "cdr" are read: opening a bag (or
 // reading on) fails, naming the topic and its encoding, when a wanted
@@ -152,18 +156,9 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 // openSource opens one file of a bag as MCAP or SQLite, as its first bytes
 // say.
 func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map[string]bool) (source, error) {
-	f, err := os.Open(p)
+	f, size, err := regfile.Open(p, "a bag file (.mcap or .db3)")
 	if err != nil {
 		return nil, fmt.Errorf("bag: %w", err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bag: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("bag: %s is not a regular file", p)
 	}
 	head := make([]byte, len(sqliteMagic))
 	n, _ := f.ReadAt(head, 0)
@@ -180,7 +175,7 @@ func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map
 			p, head[:n], sqliteMagic, MetadataFile, StorageSQLite3)
 	}
 	r.osf = append(r.osf, f)
-	return openFile(ctx, f, st.Size(), p, limit, want)
+	return openFile(ctx, f, size, p, limit, want)
 }
 
 // bagFiles resolves path to the MCAP files to read and the bag's metadata
@@ -192,6 +187,9 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	}
 	if !st.IsDir() {
 		return []string{path}, nil, nil
+	}
+	if err := insideFolder(path, filepath.Join(path, MetadataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
 	}
 	meta, err := ReadMetadata(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -207,6 +205,11 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 			return nil, nil, fmt.Errorf("bag: %s has neither %s nor .mcap or .db3 files", path, MetadataFile)
 		}
 		slices.Sort(matches)
+		for _, m := range matches {
+			if err := insideFolder(path, m); err != nil {
+				return nil, nil, err
+			}
+		}
 		return matches, nil, nil
 	}
 	if err != nil {
@@ -225,22 +228,58 @@ func bagFiles(path string) ([]string, *Metadata, error) {
 	}
 	var paths []string
 	for _, p := range meta.RelativeFilePaths {
-		paths = append(paths, filepath.Join(path, filepath.FromSlash(p)))
+		full := filepath.Join(path, filepath.FromSlash(p))
+		if err := insideFolder(path, full); err != nil {
+			return nil, nil, err
+		}
+		paths = append(paths, full)
 	}
 	return paths, meta, nil
+}
+
+// insideFolder checks that file, once every symbolic link is resolved,
+// still lies inside the bag folder dir: a link inside a bag that points
+// out of it is refused, as a path with ".." is. A missing file is
+// reported as such (fs.ErrNotExist).
+func insideFolder(dir, file string) error {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("bag: %w", err)
+	}
+	realFile, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return fmt.Errorf("bag: %w", err)
+	}
+	rel, err := filepath.Rel(realDir, realFile)
+	if err != nil || !filepath.IsLocal(rel) {
+		return fmt.Errorf("bag: %s resolves to %s, outside the bag folder %s: a bag's files must lie inside its folder", file, realFile, realDir)
+	}
+	return nil
 }
 
 // mergeTopics lists the topics of all files, in id order of the first
 // file that has them, with summed message counts.
 func mergeTopics(files []source) ([]Topic, error) {
-	var topics []Topic
-	byName := map[string]int{}
-	for _, f := range files {
+	// Each file's list is made once, and the merged list and its index are
+	// sized for all of them at once: growing them topic by topic cost
+	// 48 MB of allocations for the 65,535 channels of a 2.3 MB file.
+	lists := make([][]Topic, len(files))
+	total := 0
+	for i, f := range files {
 		ts, err := f.fileTopics()
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range ts {
+		lists[i] = ts
+		total += len(ts)
+	}
+	if len(files) == 1 {
+		return lists[0], nil
+	}
+	topics := make([]Topic, 0, total)
+	byName := make(map[string]int, total)
+	for fi, f := range files {
+		for _, t := range lists[fi] {
 			i, seen := byName[t.Name]
 			if !seen {
 				byName[t.Name] = len(topics)
@@ -268,7 +307,8 @@ func (r *Reader) Topics() []Topic { return slices.Clone(r.topics) }
 // Next returns the next message in log-time order across the bag's files
 // (messages with equal log times come in file order), or io.EOF after the
 // last one. A file holding messages outside chunks without a chunk index
-// (not what rosbag2 or Writer produce) is read in file order.
+// (not what rosbag2 or Writer produce) is read in file order, and a message
+// there that is earlier than the one before it is an error.
 //
 // When ctx is done before Next starts, it returns ctx's error and the
 // reader stays usable; cancellation seen while a chunk is being loaded is

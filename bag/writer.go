@@ -57,9 +57,19 @@ type WriterOptions struct {
 	// ChunkSize is the uncompressed size at which a chunk is closed; 0 means
 	// DefaultChunkSize.
 	ChunkSize int64
-	// ROSDistro goes into the file's "rosbag2" metadata record; "" means
-	// "humble".
+	// ROSDistro goes into the file's "rosbag2" metadata record (and, from
+	// metadata version 8, into metadata.yaml); "" means "humble" for
+	// metadata version 5 and "jazzy" for version 9.
 	ROSDistro string
+	// MetadataVersion is the rosbag2 metadata version written:
+	// MetadataVersionHumble (5, what ROS 2 Humble's rosbag2 writes, and so
+	// what `ros2 bag` of every later distro reads too) or
+	// MetadataVersionJazzy (9: the QoS profiles as a list of named
+	// policies in metadata.yaml and named policies in the MCAP channel
+	// metadata, plus type_description_hash, custom_data and ros_distro). 0
+	// means 5, so that bags written before the option existed come out
+	// byte for byte the same.
+	MetadataVersion int
 	// Definition returns the full ros2msg definition of a message type; nil
 	// means msgs.Definition (this project's messages and their standard
 	// dependencies). Supply one to record other types.
@@ -75,6 +85,9 @@ type Writer struct {
 	bw     *bufio.Writer
 	mw     *mcap.Writer
 	define func(string) (string, error)
+
+	version int    // metadata version written
+	distro  string // ROS distro written
 
 	topics   map[string]*writerTopic
 	order    []*writerTopic
@@ -114,9 +127,21 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	if chunkSize == 0 {
 		chunkSize = DefaultChunkSize
 	}
+	version := opts.MetadataVersion
+	switch version {
+	case 0:
+		version = MetadataVersionHumble
+	case MetadataVersionHumble, MetadataVersionJazzy:
+	default:
+		return nil, fmt.Errorf("bag: metadata version %d is not one this writer writes (want %d for Humble or %d for Jazzy)",
+			version, MetadataVersionHumble, MetadataVersionJazzy)
+	}
 	distro := opts.ROSDistro
 	if distro == "" {
 		distro = defaultROSDistro
+		if version >= MetadataVersionJazzy {
+			distro = "jazzy"
+		}
 	}
 	define := opts.Definition
 	if define == nil {
@@ -135,6 +160,8 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	w := &Writer{
 		dir:     dir,
 		file:    name + fileSuffix,
+		version: version,
+		distro:  distro,
 		define:  define,
 		topics:  map[string]*writerTopic{},
 		schemas: map[string]uint16{},
@@ -210,7 +237,7 @@ func (w *Writer) AddTopic(name, rosType string, qos QoS) error {
 			Name:                name,
 			Type:                rosType,
 			SerializationFormat: MessageEncodingCDR,
-			OfferedQoSProfiles:  EncodeQoSProfiles([]QoS{qos}),
+			OfferedQoSProfiles:  []QoS{qos},
 		},
 	}
 	err := w.mw.WriteChannel(&mcap.Channel{
@@ -218,7 +245,7 @@ func (w *Writer) AddTopic(name, rosType string, qos QoS) error {
 		SchemaID:        schemaID,
 		Topic:           name,
 		MessageEncoding: MessageEncodingCDR,
-		Metadata:        map[string]string{QoSMetadataKey: t.meta.OfferedQoSProfiles},
+		Metadata:        map[string]string{QoSMetadataKey: EncodeQoSProfilesFor(w.version, t.meta.OfferedQoSProfiles)},
 	})
 	if err != nil {
 		return w.fail(fmt.Errorf("bag: write channel of %s: %w", name, err))
@@ -294,7 +321,7 @@ func (w *Writer) Metadata() *Metadata {
 
 func (w *Writer) metadata() *Metadata {
 	m := &Metadata{
-		Version:           metadataVersion,
+		Version:           w.version,
 		StorageIdentifier: StorageIdentifier,
 		StartingTime:      emptyBagStart(),
 		MessageCount:      w.count,
@@ -308,6 +335,9 @@ func (w *Writer) metadata() *Metadata {
 		m.Topics = append(m.Topics, t.meta)
 	}
 	m.Files = []FileMetadata{{Path: w.file, StartingTime: m.StartingTime, Duration: m.Duration, MessageCount: w.count}}
+	if w.version >= 8 {
+		m.ROSDistro = w.distro
+	}
 	return m
 }
 

@@ -142,7 +142,7 @@ func metadata(file string, topics []Topic, msgs []Message) *bag.Metadata {
 	}
 	for _, t := range topics {
 		meta.Topics = append(meta.Topics, bag.TopicMetadata{Name: t.Name, Type: t.Type, SerializationFormat: bag.MessageEncodingCDR,
-			OfferedQoSProfiles: bag.EncodeQoSProfiles(t.QoS), MessageCount: counts[t.Name]})
+			OfferedQoSProfiles: t.QoS, MessageCount: counts[t.Name]})
 	}
 	return meta
 }
