@@ -109,10 +109,6 @@ for tree in "${trees[@]}"; do
       humble) rmws="rmw_fastrtps_cpp rmw_cyclonedds_cpp" ;;
       *) rmws="rmw_cyclonedds_cpp" ;;
     esac
-    # Jazzy's rosbag2 writes bag metadata version 9, which bag/ reads only with the fix of
-    # branch h-bag (issue 17): until it is merged, the replay of the recording is left out there.
-    # At that merge, delete this line.
-    [ "$ROS_DISTRO" = humble ] || export FASTWAM_E2E_REPLAY=${FASTWAM_E2E_REPLAY:-0}
     fails=0
     for rmw in $rmws; do
       case "$rmw" in rmw_fastrtps_cpp) d=$domain ;; *) d=$((domain + 1)) ;; esac
