@@ -22,9 +22,11 @@ func TestWriteJSON(t *testing.T) {
 			Version int
 			Passed  bool
 			Error   string
-			Gate    struct{ MinCosine float64 `json:"min_cosine"` }
-			Counts  map[string]int
-			Chunks  []struct {
+			Gate    struct {
+				MinCosine float64 `json:"min_cosine"`
+			}
+			Counts map[string]int
+			Chunks []struct {
 				KVSeq     uint64 `json:"kv_seq"`
 				Status    string
 				Cosine    *float64
