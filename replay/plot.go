@@ -412,10 +412,7 @@ type zeroTicks struct{ zero float64 }
 // Ticks implements plot.Ticker.
 func (z zeroTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := []plot.Tick{{Value: z.zero, Label: "0"}}
-	for _, t := range (decadeTicks{}).Ticks(3*z.zero, hi) {
-		ticks = append(ticks, t)
-	}
-	return ticks
+	return append(ticks, (decadeTicks{}).Ticks(3*z.zero, hi)...)
 }
 
 // logPanel is a log-scale gate panel for one measure: v(p) per chunk, on
