@@ -195,7 +195,10 @@ func TestRTCResets(t *testing.T) {
 	expect("3 periods later", "guided", c0.Seq+1, 3)
 	h.send(next(4*dt - dt/2 + time.Millisecond)) // rounds to 4 = the horizon: still tied, to the leftover
 	expect("the horizon later", "guided", c0.Seq+2, 4)
-	h.send(next(32*dt - dt/2 + time.Millisecond)) // rounds to 32 = action_tokens: nothing left
+	// s counts from the previous chunk's grid instant (8 dt, its stamp
+	// 7.5 dt + 1 ms on its predecessor's grid): 31.52 rounds to 32 =
+	// action_tokens, nothing left.
+	h.send(next(32 * dt))
 	c3 := expect("a gap of the chunk's length", "off", 0, 0)
 	h.send(next(dt))
 	expect("after the gap", "guided", c3.Seq, 1)
