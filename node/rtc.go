@@ -51,13 +51,13 @@ type rtcState struct {
 	dt  time.Duration
 	dim int // action_dim
 
-	has       bool      // prev holds the last published chunk
+	has bool // prev holds the last published chunk
 	// prevGrid is the instant of its row 0 on the control grid the
 	// executor indexes it by (gridStamp): its header stamp when it was
 	// untied, its predecessor's grid + s*dt when it was tied.
 	prevGrid time.Time
-	prevSeq   uint64
-	prev      []float32 // its published (clipped) actions
+	prevSeq  uint64
+	prev     []float32 // its published (clipped) actions
 
 	plan    RTCPlan   // of the chunk being made
 	eps     []float32 // the chunk's initial noise (replace mode)

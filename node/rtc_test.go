@@ -491,3 +491,36 @@ func BenchmarkRTCPlan(b *testing.B) {
 		}
 	}
 }
+
+// TestRTCShiftCountsFromGrid: s counts from the previous chunk's place on
+// the control grid (its predecessor's + s*dt), where the executor indexes
+// it, not from its stamp: observations 1.4 periods apart (stamps off the
+// grid) give s 1, 2, 1, 2, … and the grid stays within half a period of
+// the stamps. Counted from the stamps, s would be 1 every time and the
+// grid would drift 0.4 periods a chunk away from them (issue 16).
+func TestRTCShiftCountsFromGrid(t *testing.T) {
+	d := tinyDims()
+	p := testParams()
+	p.RTC = RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
+	h := newHarness(t, p, newTestBackend(d))
+	h.waitState(StateActive)
+	const dt = 50 * time.Millisecond
+	start := time.Unix(1_700_000_000, 0)
+	grid := start
+	for k := range 8 {
+		stamp := start.Add(time.Duration(k) * 14 * dt / 10)
+		h.send(makeInputs(d, uint64(k+1), stamp))
+		m := h.waitChunk()
+		if k == 0 {
+			continue
+		}
+		want := uint32(math.Round(float64(stamp.Sub(grid)) / float64(dt)))
+		if m.RTCMode != "guided" || m.RTCShift != want {
+			t.Errorf("observation %d at %v: rtc_mode %q shift %d, want guided %d (from the grid instant %v)", k, stamp.Sub(start), m.RTCMode, m.RTCShift, want, grid.Sub(start))
+		}
+		grid = grid.Add(time.Duration(want) * dt)
+		if off := stamp.Sub(grid).Abs(); off > dt/2 {
+			t.Fatalf("observation %d: grid %v off its stamp by %v", k, grid.Sub(start), off)
+		}
+	}
+}
