@@ -85,7 +85,7 @@ type Config struct {
 // chunk is one accepted ActionChunk.
 type chunk struct {
 	// stamp is the instant of row 0 the executor indexes by: the
-	// message's header.stamp, or for a chunk RTC tied to a held
+	// message's header.stamp, or for a chunk RTC tied to a recently seen
 	// predecessor, that one's stamp + rtc_shift*dt (onGrid).
 	stamp    time.Time
 	msgStamp time.Time // header.stamp as received
