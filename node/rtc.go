@@ -51,10 +51,13 @@ type rtcState struct {
 	dt  time.Duration
 	dim int // action_dim
 
-	has       bool      // prev holds the last published chunk
-	prevStamp time.Time // its header stamp
-	prevSeq   uint64
-	prev      []float32 // its published (clipped) actions
+	has bool // prev holds the last published chunk
+	// prevGrid is the instant of its row 0 on the control grid the
+	// executor indexes it by (gridStamp): its header stamp when it was
+	// untied, its predecessor's grid + s*dt when it was tied.
+	prevGrid time.Time
+	prevSeq  uint64
+	prev     []float32 // its published (clipped) actions
 
 	plan    RTCPlan   // of the chunk being made
 	eps     []float32 // the chunk's initial noise (replace mode)
@@ -114,7 +117,11 @@ func (r *rtcState) choose(t time.Time, s *stats) (RTCReset, bool) {
 	if r.p.Mode == expert.RTCOff || !r.has {
 		return "", false
 	}
-	shift := math.Round(float64(t.Sub(r.prevStamp)) / float64(r.dt))
+	// s counts from the previous chunk's grid, not its stamp: the
+	// executor indexes a tied chunk from its predecessor's grid + s*dt
+	// (executor.onGrid), and counting from the stamps would let the
+	// grid drift from the stamps by the rounding of every tie.
+	shift := math.Round(float64(t.Sub(r.prevGrid)) / float64(r.dt))
 	switch {
 	case shift < 0:
 		r.has = false
@@ -173,15 +180,35 @@ func (r *rtcState) build(x []float32) (*expert.Guide, error) {
 	return &r.guide, nil
 }
 
-// published keeps the chunk just published as the next one's
-// predecessor: a target must be finite, so a chunk whose actions
-// overflowed (no clip bounds) is no predecessor.
-func (r *rtcState) published(stamp time.Time, seq uint64, actions []float32) {
+// gridStamp is the instant of row 0 of the chunk of r.plan, observed at
+// stamp, on the control grid: the previous chunk's grid + s*dt for a
+// chunk tied to it (its row i is tied to the previous row s+i, so it is
+// for that row's instant), else stamp. A consumer indexing a tied chunk
+// by its own stamp meets the previous chunk's row s+i±1 at the seam
+// whenever the stamps are not whole periods apart (issue 16). A plan
+// whose grid lies more than half a period off stamp (a replay's recorded
+// plan counted from the stamps) keeps stamp.
+func (r *rtcState) gridStamp(stamp time.Time) time.Time {
+	if r.plan.Mode == expert.RTCOff || !r.has || r.plan.PrevSeq != r.prevSeq {
+		return stamp
+	}
+	g := r.prevGrid.Add(time.Duration(r.plan.Shift) * r.dt)
+	if stamp.Sub(g).Abs() > r.dt/2 {
+		return stamp
+	}
+	return g
+}
+
+// published keeps the chunk just published, whose row 0 is for grid on
+// the control grid (gridStamp), as the next one's predecessor: a target
+// must be finite, so a chunk whose actions overflowed (no clip bounds)
+// is no predecessor.
+func (r *rtcState) published(grid time.Time, seq uint64, actions []float32) {
 	if r.p.Mode == expert.RTCOff || expert.FirstNonFinite(actions) >= 0 {
 		r.has = false
 		return
 	}
-	r.has, r.prevStamp, r.prevSeq = true, stamp, seq
+	r.has, r.prevGrid, r.prevSeq = true, grid, seq
 	copy(r.prev, actions)
 }
 

@@ -195,7 +195,10 @@ func TestRTCResets(t *testing.T) {
 	expect("3 periods later", "guided", c0.Seq+1, 3)
 	h.send(next(4*dt - dt/2 + time.Millisecond)) // rounds to 4 = the horizon: still tied, to the leftover
 	expect("the horizon later", "guided", c0.Seq+2, 4)
-	h.send(next(32*dt - dt/2 + time.Millisecond)) // rounds to 32 = action_tokens: nothing left
+	// s counts from the previous chunk's grid instant (8 dt, its stamp
+	// 7.5 dt + 1 ms on its predecessor's grid): 31.52 rounds to 32 =
+	// action_tokens, nothing left.
+	h.send(next(32 * dt))
 	c3 := expect("a gap of the chunk's length", "off", 0, 0)
 	h.send(next(dt))
 	expect("after the gap", "guided", c3.Seq, 1)
@@ -485,6 +488,39 @@ func BenchmarkRTCPlan(b *testing.B) {
 		}
 		if _, err := r.build(x); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestRTCShiftCountsFromGrid: s counts from the previous chunk's place on
+// the control grid (its predecessor's + s*dt), where the executor indexes
+// it, not from its stamp: observations 1.4 periods apart (stamps off the
+// grid) give s 1, 2, 1, 2, … and the grid stays within half a period of
+// the stamps. Counted from the stamps, s would be 1 every time and the
+// grid would drift 0.4 periods a chunk away from them (issue 16).
+func TestRTCShiftCountsFromGrid(t *testing.T) {
+	d := tinyDims()
+	p := testParams()
+	p.RTC = RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
+	h := newHarness(t, p, newTestBackend(d))
+	h.waitState(StateActive)
+	const dt = 50 * time.Millisecond
+	start := time.Unix(1_700_000_000, 0)
+	grid := start
+	for k := range 8 {
+		stamp := start.Add(time.Duration(k) * 14 * dt / 10)
+		h.send(makeInputs(d, uint64(k+1), stamp))
+		m := h.waitChunk()
+		if k == 0 {
+			continue
+		}
+		want := uint32(math.Round(float64(stamp.Sub(grid)) / float64(dt)))
+		if m.RTCMode != "guided" || m.RTCShift != want {
+			t.Errorf("observation %d at %v: rtc_mode %q shift %d, want guided %d (from the grid instant %v)", k, stamp.Sub(start), m.RTCMode, m.RTCShift, want, grid.Sub(start))
+		}
+		grid = grid.Add(time.Duration(want) * dt)
+		if off := stamp.Sub(grid).Abs(); off > dt/2 {
+			t.Fatalf("observation %d: grid %v off its stamp by %v", k, grid.Sub(start), off)
 		}
 	}
 }

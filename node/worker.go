@@ -177,7 +177,10 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	// The executable actions, when post-processing is on: computed and
 	// checked before anything is published, so that a refused chunk goes
 	// out on neither topic.
-	robot, ok := n.postProcess(m, actions, p.kv.stamp)
+	// The chunk's place on the control grid, as the executor indexes it:
+	// the step check across the seam and the next chunk's s count from it.
+	grid := n.rtc.gridStamp(p.kv.stamp)
+	robot, ok := n.postProcess(m, actions, grid)
 	if !ok {
 		return
 	}
@@ -206,7 +209,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 		}
 		return
 	}
-	n.rtc.published(p.kv.stamp, seq, actions)
+	n.rtc.published(grid, seq, actions)
 	if seq == 0 {
 		n.log.Infof("first chunk published: denoise %.1f ms, receive to publish %.1f ms", ms(denoise), ms(r2p))
 	}

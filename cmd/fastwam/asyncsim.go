@@ -28,6 +28,7 @@ type asyncSimOpts struct {
 	drift       uint64
 	plot        string
 	verbose     bool
+	jitter      float64
 	cpu         cpuFlags
 }
 
@@ -54,6 +55,7 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&o.beta, "beta", def.RTC.MaxGuidance, "rtc.max_guidance beta (guided mode), >= 0")
 	fs.StringVar(&o.aggregation, "aggregation", string(executor.AggregateLatest), "executor aggregation of overlapping chunks: latest, average or weighted_average")
 	fs.IntVar(&o.periods, "periods", asyncsim.DefaultPeriods, "control periods simulated")
+	fs.Float64Var(&o.jitter, "stamp-jitter", 0, "stamp observation k up to this many control periods (a seeded fraction of it; 0 to 0.99) before its instant: stamps off the control grid")
 	fs.Uint64Var(&o.seed, "seed", def.NoiseSeed, "noise_seed: chunk noise is Noise(seed + observation seq)")
 	fs.Uint64Var(&o.drift, "drift", 0, "feed a seeded drift of the first pair (this seed) instead of cycling through the pairs")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG of the executed action stream of the three modes, seams marked, to this file")
@@ -82,6 +84,7 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		intRange("horizon", o.horizon, 1, math.MaxInt32, "actions"),
 		floatRange("beta", o.beta, 0, math.MaxFloat64, ""),
 		intRange("periods", o.periods, 1, asyncsim.MaxPeriods, ""),
+		floatRange("stamp-jitter", o.jitter, 0, 0.99, "control periods"),
 		cpuThreadsRange(o.cpu.threads),
 	}
 	if set["delay"] {
@@ -138,7 +141,7 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Pairs: pairs, Drift: set["drift"], DriftSeed: o.drift,
 		Backend: b, Params: p,
 		Latency: o.latency, Delay: delay, Horizon: o.horizon, Schedule: sched, MaxGuidance: o.beta,
-		Aggregation: agg, Periods: o.periods,
+		Aggregation: agg, Periods: o.periods, StampJitter: o.jitter,
 		Logger: replay.NewLogger(stderr, o.verbose),
 	}
 	res, err := asyncsim.Run(ctx, so)
@@ -194,6 +197,10 @@ func writeAsyncSim(w io.Writer, o *asyncsim.Options, r *asyncsim.Result, backend
 	fmt.Fprintf(w, "backend  %s, embedded tiny weights; %d steps, shift %g, noise seed %d + observation seq\n", backend, o.Params.Steps, o.Params.Shift, o.Params.NoiseSeed)
 	fmt.Fprintf(w, "timing   dt %v, latency %g periods (%v), %d periods; a chunk every %d period(s) (the node takes the first observation after it delivered), s = %d\n",
 		dt, o.Latency, lat, o.Periods, max(every, 1), max(every, 1))
+	if o.StampJitter > 0 {
+		fmt.Fprintf(w, "stamps   off the control grid: observation k stamped up to %g periods (%v) before its instant; s may differ by 1\n",
+			o.StampJitter, time.Duration(o.StampJitter*float64(dt)))
+	}
 	wd := math.NaN()
 	weights := make([]float32, rows)
 	if err := expert.PrefixWeights(weights, r.Delay, r.Horizon, rows-max(every, 1), o.Schedule); err == nil && r.Delay < rows {

@@ -153,6 +153,8 @@ func TestAsyncSimRefused(t *testing.T) {
 		{[]string{"-threads", "-3"}, "-threads -3: want an integer from 0 to 1024 (0: one per CPU)"},
 		{[]string{"-aggregation", "median"}, `-aggregation "median": want latest, average or weighted_average`},
 		{[]string{"-periods", "0"}, "-periods 0: want an integer from 1 to 1000000"},
+		{[]string{"-stamp-jitter", "1"}, "-stamp-jitter 1: want a finite number from 0 to 0.99 (control periods)"},
+		{[]string{"-stamp-jitter", "NaN"}, "-stamp-jitter NaN: want a finite number from 0 to 0.99"},
 		{[]string{"-blas", "mkl"}, `-blas "mkl": want auto, openblas or gonum`},
 		{[]string{"-plot", "/nonexistent/dir/x.png"}, "-plot /nonexistent/dir/x.png: folder /nonexistent/dir does not exist"},
 		{[]string{"extra"}, `async-sim takes no arguments, got ["extra"]`},

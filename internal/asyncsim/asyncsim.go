@@ -103,6 +103,11 @@ type Options struct {
 	MaxGuidance float64 // rtc.max_guidance (beta)
 	Aggregation executor.Aggregation
 	Periods     int // control instants simulated
+	// StampJitter, in [0, 1), puts the observations' stamps off the
+	// control grid: observation k is stamped T_k - u_k*StampJitter*dt,
+	// u_k in [0, 1) drawn from k alone (the same in every mode), as a
+	// real producer's stamps are (issue 16). 0: on the grid.
+	StampJitter float64
 
 	Start        time.Time     // instant 0; zero: DefaultStartUnix
 	ChunkTimeout time.Duration // real time allowed per chunk; 0: DefaultChunkTimeout
@@ -209,6 +214,9 @@ func (o *Options) check() error {
 	}
 	if !(o.MaxGuidance >= 0) || o.MaxGuidance > math.MaxFloat32 {
 		return fmt.Errorf("asyncsim: max guidance %v; want a finite number >= 0", o.MaxGuidance)
+	}
+	if !(o.StampJitter >= 0 && o.StampJitter < 1) {
+		return fmt.Errorf("asyncsim: stamp jitter %v control periods; want 0 to below 1", o.StampJitter)
 	}
 	if o.Periods < 1 || o.Periods > MaxPeriods {
 		return fmt.Errorf("asyncsim: %d periods; want 1 to %d", o.Periods, MaxPeriods)
@@ -397,7 +405,7 @@ func (s *sim) loop(ctx context.Context) (*ModeResult, error) {
 			if dr != nil {
 				obs = dr.at(k)
 			}
-			b, err := s.compute(ctx, obs, t, uint64(k))
+			b, err := s.compute(ctx, obs, t.Add(-stampOffset(k, o.StampJitter, dt)), uint64(k))
 			if err != nil {
 				return nil, fmt.Errorf("instant %d: %w", k, err)
 			}
@@ -493,19 +501,50 @@ func (s *sim) onAction(b []byte) {
 	s.executed = append(s.executed, Executed{K: s.k, Values: a.Values, ChunkSeq: a.ChunkSeq, Row: a.Row, Held: a.Held})
 }
 
-// frozen computes the frozen-row error of every chunk after the first and
-// checks that a tied chunk's rtc_ fields say what the simulation expects.
+// stampOffset is how far before T_k observation k is stamped: u_k *
+// jitter * dt, u_k in [0, 1) a hash of k (SplitMix64).
+func stampOffset(k int, jitter float64, dt time.Duration) time.Duration {
+	if jitter == 0 {
+		return 0
+	}
+	z := uint64(k) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	u := float64(z>>11) / (1 << 53)
+	return time.Duration(u * jitter * float64(dt))
+}
+
+// frozen computes the frozen-row error of every chunk after the first
+// and checks that a tied chunk's rtc_ fields say what the simulation
+// expects. A tied chunk's s counts from the previous chunk's place on the
+// control grid, as the node counts it: its stamp when it was untied, its
+// predecessor's place + its s*dt when tied. An untied chunk's s (for the
+// frozen rows of rtc off) is the stamps' difference.
 func (s *sim) frozen(mr *ModeResult) error {
 	mr.FrozenMax = math.NaN()
 	dt := s.o.ControlPeriod
-	for j := 1; j < len(mr.Chunks); j++ {
-		prev, cur := &mr.Chunks[j-1].Msg, &mr.Chunks[j].Msg
-		shift := int(math.Round(float64(stampTime(cur.Header.Stamp).Sub(stampTime(prev.Header.Stamp))) / float64(dt)))
-		if cur.RTCMode != expert.RTCOff.String() {
+	periods := func(d time.Duration) int { return int(math.Round(float64(d) / float64(dt))) }
+	var grid time.Time
+	for j := range mr.Chunks {
+		cur := &mr.Chunks[j].Msg
+		stamp := stampTime(cur.Header.Stamp)
+		tied := cur.RTCMode != expert.RTCOff.String()
+		if j == 0 {
+			grid = stamp
+			continue
+		}
+		prev := &mr.Chunks[j-1].Msg
+		shift := periods(stamp.Sub(stampTime(prev.Header.Stamp)))
+		if tied {
+			shift = periods(stamp.Sub(grid))
 			if cur.RTCMode != s.mode.String() || cur.RTCPrevSeq != prev.Seq || int(cur.RTCShift) != shift || int(cur.RTCDelay) != s.o.Delay {
 				return fmt.Errorf("chunk %d records rtc_mode %s, prev_seq %d, shift %d, delay %d; want %v, %d, %d, %d",
 					cur.Seq, cur.RTCMode, cur.RTCPrevSeq, cur.RTCShift, cur.RTCDelay, s.mode, prev.Seq, shift, s.o.Delay)
 			}
+			grid = grid.Add(time.Duration(shift) * dt)
+		} else {
+			grid = stamp
 		}
 		for i := 0; i < s.o.Delay && shift+i < len(prev.Actions) && i < len(cur.Actions); i++ {
 			y, a := prev.Actions[shift+i].Values, cur.Actions[i].Values

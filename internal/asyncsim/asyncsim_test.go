@@ -452,3 +452,36 @@ func TestCancelled(t *testing.T) {
 		t.Fatalf("error %v; want context.Canceled", err)
 	}
 }
+
+// TestRTCShowsOffGrid: with the observations' stamps off the control grid
+// by up to StampJitter periods (issue 16: kv_player's stamps jitter, the
+// executor's timer has its own phase), the tied chunks' seams stay below
+// 10 % of the untied (rtc off) reference, as on the grid. Before the
+// executor indexed a tied chunk on its predecessor's grid, a seam there
+// compared the predecessor's row s+i±1 with the chunk's row i.
+func TestRTCShowsOffGrid(t *testing.T) {
+	pairs, b := setup(t)
+	for _, c := range []struct {
+		jitter, latency float64
+	}{{0.9, 4}, {0.6, 2.5}, {0.3, 7}} {
+		o := baseOptions(pairs, b)
+		o.StampJitter, o.Latency, o.Periods = c.jitter, c.latency, 120
+		r := run(t, o)
+		off := r.Mode(expert.RTCOff)
+		oq := off.SeamQuantiles()
+		for _, m := range []*ModeResult{r.Mode(expert.RTCReplace), r.Mode(expert.RTCGuided)} {
+			q := m.SeamQuantiles()
+			t.Logf("jitter %.1f latency %.1f %v: seam p50/p95/max %.3f/%.3f/%.3f, off %.3f/%.3f/%.3f (%d tied, %d resets)",
+				c.jitter, c.latency, m.Mode, q.P50, q.P95, q.Max, oq.P50, oq.P95, oq.Max, m.Tied, m.Resets)
+			if m.Tied != len(m.Chunks)-1 || m.Resets != 0 {
+				t.Errorf("jitter %v latency %v %v: %d of %d chunks tied, %d resets; want all but the first, 0", c.jitter, c.latency, m.Mode, m.Tied, len(m.Chunks), m.Resets)
+			}
+			if !(q.P95 < 0.1*oq.P95 && q.Max < 0.1*oq.Max) {
+				t.Errorf("jitter %v latency %v %v: seam p95/max %v/%v; want below 10 %% of off's %v/%v", c.jitter, c.latency, m.Mode, q.P95, q.Max, oq.P95, oq.Max)
+			}
+		}
+	}
+	if d := stampOffset(3, 0.9, 50*time.Millisecond); d <= 0 || d >= 45*time.Millisecond || d == stampOffset(4, 0.9, 50*time.Millisecond) {
+		t.Errorf("stamp offsets %v, %v; want distinct, in (0, 45 ms)", d, stampOffset(4, 0.9, 50*time.Millisecond))
+	}
+}

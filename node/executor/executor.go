@@ -12,6 +12,11 @@
 // covers T (starvation) the executor holds the last action (held=true) or
 // publishes nothing, and counts it.
 //
+// A chunk RTC tied to its predecessor (rtc_mode replace or guided) is
+// indexed on that chunk's control grid: its stamp is taken as the
+// predecessor's + rtc_shift*dt (within half a period of header.stamp),
+// the instant the node tied its row 0 to (issue 16).
+//
 // The seam jump is the L2 distance, at the instant the newest covering
 // chunk changes, between the outgoing chunk's row and the incoming chunk's
 // row for that instant; a switch where the outgoing chunk no longer covers
@@ -79,10 +84,51 @@ type Config struct {
 
 // chunk is one accepted ActionChunk.
 type chunk struct {
-	stamp   time.Time
+	// stamp is the instant of row 0 the executor indexes by: the
+	// message's header.stamp, or for a chunk RTC tied to a recently seen
+	// predecessor, that one's stamp + rtc_shift*dt (onGrid).
+	stamp    time.Time
+	msgStamp time.Time // header.stamp as received
+	seq      uint64
+	frameID  string
+	rows     [][]float32
+}
+
+// gridRec is where a chunk seen lies on the control grid.
+type gridRec struct {
 	seq     uint64
 	frameID string
-	rows    [][]float32
+	grid    time.Time // chunk.stamp
+}
+
+// onGrid puts c, tied by RTC to the chunk seq prev with shift s, on its
+// predecessor's grid when that chunk was seen (accepted or not: the
+// node counts the next chunk's s from this one's grid either way): the
+// node tied c's row i to the predecessor's row s+i, so c's row i is for
+// the predecessor's grid + (s+i)*dt. Indexed by its own stamp instead,
+// off that grid by up to half a period whenever the observations' stamps
+// are not whole periods apart, c's row at an instant is the predecessor's
+// row s+i±1 there for the timer phases near a half period, and the seam
+// compares neighbouring rows (issue 16: 8 of 15 seams 2.5-7.0 on the
+// Humble build). A grid more than half a period (plus the stamps'
+// rounding) off c's own stamp is not the node's (another producer, a
+// restart): c keeps its stamp. Then it records c's grid. The caller holds
+// mu.
+func (e *Executor) onGrid(c *chunk, tied bool, prev uint64, s uint32) {
+	if tied {
+		for _, h := range e.grids {
+			if h.seq != prev || h.frameID != c.frameID || h.grid.IsZero() {
+				continue
+			}
+			g := h.grid.Add(time.Duration(s) * e.p.ControlPeriod)
+			if c.stamp.Sub(g).Abs() <= e.p.ControlPeriod/2+time.Microsecond {
+				c.stamp = g
+			}
+			break
+		}
+	}
+	e.grids[e.gridNext] = gridRec{seq: c.seq, frameID: c.frameID, grid: c.stamp}
+	e.gridNext = (e.gridNext + 1) % len(e.grids)
 }
 
 // row returns the row index of c for instant t (possibly out of range).
@@ -129,7 +175,9 @@ type Executor struct {
 	st          Stats
 	reported    Stats // at the previous diagnostics
 	jumps       []float64
-	jumpNext    int // ring position once jumps is full
+	jumpNext    int                // ring position once jumps is full
+	grids       [maxChunks]gridRec // the last chunks seen, for onGrid
+	gridNext    int
 
 	// Step's buffers, reused: no allocation per control instant.
 	out msgs.StampedAction
@@ -291,6 +339,7 @@ func (e *Executor) onChunk(data []byte) {
 		frameID: m.Header.FrameID,
 		rows:    make([][]float32, len(m.Actions)),
 	}
+	c.msgStamp = c.stamp
 	e.mu.Lock()
 	dim := e.dim
 	e.mu.Unlock()
@@ -310,6 +359,9 @@ func (e *Executor) onChunk(data []byte) {
 		}
 		c.rows[i] = r.Values
 	}
+	e.mu.Lock()
+	e.onGrid(c, m.RTCMode != "" && m.RTCMode != "off", m.RTCPrevSeq, m.RTCShift)
+	e.mu.Unlock()
 	now := e.clock.Now()
 	if c.row(now, e.p.ControlPeriod) >= int64(len(c.rows)) {
 		lastAt := c.stamp.Add(time.Duration(len(c.rows)-1) * e.p.ControlPeriod)
@@ -326,7 +378,7 @@ func (e *Executor) onChunk(data []byte) {
 
 	e.mu.Lock()
 	for _, h := range e.chunks {
-		if h.seq == c.seq && h.stamp.Equal(c.stamp) {
+		if h.seq == c.seq && h.msgStamp.Equal(c.msgStamp) {
 			e.mu.Unlock()
 			e.refuse(DropDuplicate, m.Seq, "a chunk with this seq and stamp is already held")
 			return
