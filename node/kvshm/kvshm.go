@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Segment format constants.
@@ -129,4 +130,24 @@ func putHeader(h []byte, l Layout, pid int) {
 	binary.LittleEndian.PutUint32(h[16:], uint32(l.Slots))
 	binary.LittleEndian.PutUint32(h[20:], uint32(pid))
 	binary.LittleEndian.PutUint64(h[24:], uint64(l.SlotSize))
+}
+
+// The slots' generations are little-endian in the segment, like the
+// header, so that a segment means the same to every reader whatever its
+// host (the Python producer writes them '<u8'). On a little-endian host
+// (x86-64, arm64) these are plain atomic loads and stores; on a
+// big-endian one the value is byte-swapped around the same atomic access.
+func loadGen(p *uint64) uint64 { return leToHost(atomic.LoadUint64(p)) }
+
+func storeGen(p *uint64, v uint64) { atomic.StoreUint64(p, leToHost(v)) }
+
+// leToHost converts between a little-endian uint64 in memory and the
+// host's value (the conversion is its own inverse).
+func leToHost(v uint64) uint64 {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], 1)
+	if b[0] == 1 {
+		return v
+	}
+	return bits.ReverseBytes64(v)
 }

@@ -132,7 +132,7 @@ func (r *Reader) Acquire(d *msgs.KVHandoff, l *Lease) error {
 	}
 	*l = Lease{Keys: views[0], Values: views[1], r: r, m: m,
 		gen: (*uint64)(unsafe.Pointer(&m.mem[genOffset+8*int(d.Slot)])), want: d.Generation}
-	if g := atomic.LoadUint64(l.gen); g != d.Generation {
+	if g := loadGen(l.gen); g != d.Generation {
 		l.Release()
 		return fmt.Errorf("kvshm: slot %d of %s is at generation %d, the descriptor says %d: %w", d.Slot, d.Segment, g, d.Generation, ErrStale)
 	}
@@ -270,7 +270,7 @@ func (l *Lease) Check() error {
 // amd64).
 func (l *Lease) Intact() bool {
 	atomic.StoreUint32(&l.fence, 1)
-	return atomic.LoadUint64(l.gen) == l.want
+	return loadGen(l.gen) == l.want
 }
 
 // Release hands the slot back (the mapping may be unmapped then). It is a

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -100,13 +99,13 @@ func (w *Writer) Begin() (int, []byte, error) {
 	s := w.next
 	w.next = (w.next + 1) % w.layout.Slots
 	g := w.gen(s)
-	v := atomic.LoadUint64(g)
+	v := loadGen(g)
 	// Odd before a byte of the payload changes. The atomic store is a
 	// release on arm64 and a full fence (XCHG) on amd64; the payload's
 	// plain stores that follow may not pass it on amd64 (TSO); on arm64
 	// the StoreRelease-LoadAcquire pair below orders them.
-	atomic.StoreUint64(g, v|1)
-	_ = atomic.LoadUint64(g)
+	storeGen(g, v|1)
+	_ = loadGen(g)
 	w.open = s
 	lo := HeaderSize + int64(s)*w.layout.SlotSize
 	return s, w.mem[lo : lo+w.layout.SlotSize : lo+w.layout.SlotSize], nil
@@ -119,8 +118,8 @@ func (w *Writer) Commit() (uint64, error) {
 		return 0, errors.New("kvshm: Commit without Begin")
 	}
 	g := w.gen(w.open)
-	v := (atomic.LoadUint64(g) | 1) + 1 // a release: the payload is before it
-	atomic.StoreUint64(g, v)
+	v := (loadGen(g) | 1) + 1 // a release: the payload is before it
+	storeGen(g, v)
 	w.open = -1
 	return v, nil
 }
