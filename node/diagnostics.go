@@ -113,7 +113,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		{Key: "shift", Value: strconv.FormatFloat(p.Shift, 'g', -1, 64)},
 		{Key: "sync_policy", Value: string(p.Sync.Policy)},
 		{Key: "dry_run", Value: strconv.FormatBool(p.DryRun)},
-		{Key: "in." + p.Topics.KVCache, Value: u(s.In[p.Topics.KVCache])},
+		{Key: "in." + p.KVInputTopic(), Value: u(s.In[p.KVInputTopic()])},
 		{Key: "in." + p.Topics.Context, Value: u(s.In[p.Topics.Context])},
 		{Key: "paired", Value: u(s.Paired)},
 		{Key: "out", Value: u(s.Out)},
@@ -147,7 +147,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		hint = n.lateHint(skew, timeout)
 	}
 	kv = append(kv,
-		msgs.KeyValue{Key: "pair_skew.later." + p.Topics.KVCache, Value: u(skew.kvLater)},
+		msgs.KeyValue{Key: "pair_skew.later." + p.KVInputTopic(), Value: u(skew.kvLater)},
 		msgs.KeyValue{Key: "pair_skew.later." + p.Topics.Context, Value: u(skew.ctxLater)},
 		msgs.KeyValue{Key: "pair_skew.late_partners", Value: u(skew.late)},
 		msgs.KeyValue{Key: "pair_skew.hint", Value: hint})
@@ -232,7 +232,7 @@ func msf(d time.Duration) string {
 // what sync.timeout would take them: the measured skew with a quarter
 // more, rounded up to 0.5 s.
 func (n *Node) lateHint(s skewStats, timeout time.Duration) string {
-	later, first := n.p.Topics.Context, n.p.Topics.KVCache
+	later, first := n.p.Topics.Context, n.p.KVInputTopic()
 	if s.lateKV {
 		later, first = first, later
 	}

@@ -107,7 +107,13 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 	if r, ok := t.(Recycler); ok {
 		subscribe, m.give = r.SubscribeRecycled, r.Recycle
 	}
-	if err := subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, m.forward(&m.kv)); err != nil {
+	if p.KVTransport == KVTransportSHM {
+		// The Node subscribes to the descriptors without recycling
+		// (New): their buffers are not the transport's to take back.
+		if err := t.Subscribe(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff, QoS: p.QoS.KVCache}, m.forwardTo(&m.kv, nil)); err != nil {
+			return nil, fmt.Errorf("node: subscribe %s: %w", p.SHM.Topic, err)
+		}
+	} else if err := subscribe(Topic{Name: p.Topics.KVCache, Type: msgs.TypeVideoKVCache, QoS: p.QoS.KVCache}, m.forward(&m.kv)); err != nil {
 		return nil, fmt.Errorf("node: subscribe %s: %w", p.Topics.KVCache, err)
 	}
 	if err := subscribe(Topic{Name: p.Topics.Context, Type: msgs.TypeTextContext, QoS: p.QoS.Context}, m.forward(&m.ctx)); err != nil {
@@ -119,14 +125,20 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 // forward returns the transport's handler of one topic: it hands every
 // message to the configured Node's handler, or counts and releases it.
 func (m *Managed) forward(h *atomic.Pointer[Handler]) Handler {
+	return m.forwardTo(h, m.give)
+}
+
+// forwardTo is forward with the release of an unhandled message's
+// buffer given (nil: none).
+func (m *Managed) forwardTo(h *atomic.Pointer[Handler], give func([]byte)) Handler {
 	return func(data []byte) {
 		if f := h.Load(); f != nil {
 			(*f)(data)
 			return
 		}
 		m.unconfiguredIn.Add(1)
-		if m.give != nil {
-			m.give(data)
+		if give != nil {
+			give(data)
 		}
 	}
 }
@@ -352,10 +364,12 @@ func (m *Managed) publishDiagnostics() {
 type managedTransport struct{ m *Managed }
 
 func (t managedTransport) Subscribe(topic Topic, h Handler) error {
-	switch topic.Name {
-	case t.m.cfg.Params.Topics.KVCache:
+	p := t.m.cfg.Params
+	switch {
+	case p.KVTransport == KVTransportSHM && topic.Name == p.SHM.Topic && topic.Type == msgs.TypeKVHandoff,
+		p.KVTransport != KVTransportSHM && topic.Name == p.Topics.KVCache:
 		t.m.kv.Store(&h)
-	case t.m.cfg.Params.Topics.Context:
+	case topic.Name == p.Topics.Context:
 		t.m.ctx.Store(&h)
 	default:
 		return fmt.Errorf("node: managed node has no subscription %s", topic.Name)

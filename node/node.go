@@ -198,7 +198,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 		golden:  cfg.Golden,
 		recycle: rc,
 		pairer: &pairer{rc: rc, policy: p.Sync.Policy, capacity: p.Sync.Buffer, timeout: p.Sync.Timeout,
-			kvTopic: p.Topics.KVCache, ctxTopic: p.Topics.Context},
+			kvTopic: p.KVInputTopic(), ctxTopic: p.Topics.Context},
 		slot: newSlot(), stats: newStats(), state: StateStarting, backendState: "ready",
 		startInactive: cfg.StartInactive, started: make(chan struct{}), recvMaxAge: p.MaxInputAge,
 		x: make([]float32, d.LatentLen()), pred: make([]float32, d.LatentLen()),
@@ -333,7 +333,7 @@ func (n *Node) Deactivate() error {
 	}
 	if p := n.slot.Clear(); p != nil {
 		n.recycle.freePair(p)
-		n.dropped(n.p.Topics.KVCache, DropInactive)
+		n.dropped(n.p.KVInputTopic(), DropInactive)
 	}
 	return nil
 }
@@ -382,7 +382,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.setState(StateStopped)
 		if p := n.slot.Clear(); p != nil {
 			n.recycle.freePair(p)
-			n.dropped(n.p.Topics.KVCache, DropShutdown)
+			n.dropped(n.p.KVInputTopic(), DropShutdown)
 		}
 		if n.shm != nil {
 			_ = n.shm.Close() // unmapped once the pairing buffer lets go
@@ -419,10 +419,10 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if n.startInactive {
 		n.setState(StateInactive)
-		n.log.Infof("inactive (configured): %s + %s -> %s once activated", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+		n.log.Infof("inactive (configured): %s + %s -> %s once activated", n.p.KVInputTopic(), n.p.Topics.Context, n.p.Topics.Actions)
 	} else {
 		n.setState(StateActive)
-		n.log.Infof("active: %s + %s -> %s", n.p.Topics.KVCache, n.p.Topics.Context, n.p.Topics.Actions)
+		n.log.Infof("active: %s + %s -> %s", n.p.KVInputTopic(), n.p.Topics.Context, n.p.Topics.Actions)
 	}
 	endStart()
 	for {
@@ -539,7 +539,7 @@ func (n *Node) offer(p *pair) {
 	n.stats.pair()
 	if old := n.slot.Put(p); old != nil {
 		n.recycle.freePair(old)
-		n.dropped(n.p.Topics.KVCache, DropSuperseded)
+		n.dropped(n.p.KVInputTopic(), DropSuperseded)
 	}
 }
 

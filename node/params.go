@@ -681,6 +681,15 @@ func (p *Params) set(name string, v value) error {
 	return fmt.Errorf("%s", msg)
 }
 
+// KVInputTopic is the topic the keys and values arrive on: shm.topic's
+// descriptors with kv_transport shm, else topics.kv_cache.
+func (p *Params) KVInputTopic() string {
+	if p.KVTransport == KVTransportSHM {
+		return p.SHM.Topic
+	}
+	return p.Topics.KVCache
+}
+
 // Validate checks what no single parameter can: the inputs the chosen
 // backend needs and the consistency of related parameters.
 func (p *Params) Validate() error {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"os"
@@ -179,6 +180,72 @@ func TestSHMRefused(t *testing.T) {
 		b.mu.Unlock()
 		if s.Rejected[c.want] != 1 || binds != 0 {
 			t.Errorf("%s: rejected %v, %d binds; want 1 %s, none bound; log:\n%s", c.name, s.Rejected, binds, c.want, h.log)
+		}
+	}
+}
+
+// TestManagedSHM: the managed node (the one fastwam_node runs) on
+// kv_transport shm subscribes to the descriptors, configures, and
+// computes a chunk from a slot; before configure a descriptor is counted
+// as dropped, like a message. (It once subscribed to topics.kv_cache
+// only, and configure failed: "managed node has no subscription".)
+func TestManagedSHM(t *testing.T) {
+	d := tinyDims()
+	dir := t.TempDir()
+	kvBytes := int64(4 * d.KVLen())
+	w, err := kvshm.Create(dir, "kv", kvshm.Layout{Slots: 2, SlotSize: kvshm.SlotSizeFor(kvBytes, kvBytes)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	p := testParams()
+	p.SelfTest.Skip = true
+	p.KVTransport, p.SHM.Dir = KVTransportSHM, dir
+	r := newManagedRig(t, p)
+	pub, err := r.bus.Advertise(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &shmHarness{harness: &harness{t: t}, w: w}
+	send := func(in inputs) {
+		t.Helper()
+		if err := r.ctxPub.Publish(mustCDR(t, &in.ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(mustCDR(t, sh.write(in.kv))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Unix(1_700_000_000, 0)
+	send(makeInputs(d, 1, base))
+	r.noChunk()
+	if st := r.diag(); diagValue(t, st, "dropped.unconfigured") != "2" {
+		t.Fatalf("unconfigured diagnostics: %+v", st)
+	}
+	if err := r.m.Configure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.Activate(); err != nil {
+		t.Fatal(err)
+	}
+	send(makeInputs(d, 2, base.Add(time.Second)))
+	if c := r.chunk(); c.KVSeq != 2 {
+		t.Fatalf("chunk of kv seq %d, want 2", c.KVSeq)
+	}
+	// A VideoKVCache on topics.kv_cache is not an input on this transport.
+	in3 := makeInputs(d, 3, base.Add(2*time.Second))
+	if err := r.kvPub.Publish(mustCDR(t, &in3.kv)); err != nil {
+		t.Fatal(err)
+	}
+	r.noChunk()
+	// The descriptors are counted under their topic.
+	st := r.diag()
+	if got := diagValue(t, st, "in."+p.SHM.Topic); got != "1" {
+		t.Fatalf("in.%s = %s, want 1", p.SHM.Topic, got)
+	}
+	for _, kv := range st.Values {
+		if kv.Key == "in."+p.Topics.KVCache {
+			t.Fatalf("diagnostics count %s, not an input on kv_transport shm", kv.Key)
 		}
 	}
 }

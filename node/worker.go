@@ -25,7 +25,7 @@ type reloader interface {
 func (n *Node) process(ctx context.Context, p *pair) {
 	n.applyLive()
 	d := n.dims
-	kvTopic, ctxTopic := n.p.Topics.KVCache, n.p.Topics.Context
+	kvTopic, ctxTopic := n.p.KVInputTopic(), n.p.Topics.Context
 	tIn := n.mono()
 	binder, direct := n.backend.(expert.InputBinder)
 	views := expert.InputViews{
@@ -269,7 +269,7 @@ func (n *Node) rejectInput(err error, p *pair) bool {
 		return false
 	}
 	n.rtcDrop(RTCResetRejected)
-	topic, reason := n.p.Topics.KVCache, RejectShape
+	topic, reason := n.p.KVInputTopic(), RejectShape
 	switch {
 	case bad.NonFinite():
 		reason = RejectNonFinite
