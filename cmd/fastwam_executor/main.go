@@ -24,6 +24,7 @@ import (
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
@@ -43,7 +44,7 @@ func main() {
 // then spinning stops; the caller closes the ROS node and the context.
 // setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) error {
-	p, err := executor.LoadParams(args, rn.FullyQualifiedName())
+	p, err := executor.LoadParams(args, rn.FullyQualifiedName(), rosparam.LogIgnored(log.Infof))
 	if err != nil {
 		return err
 	}
