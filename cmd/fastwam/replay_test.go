@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"image/png"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/npztest"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -390,5 +392,33 @@ func TestReplayParamsFile(t *testing.T) {
 	own := write("own.yaml", "/fastwam_action_expert:\n  ros__parameters: {stesp: 4}\n")
 	if code, _, stderr := runCmd(t, "replay", "-params-file", own); code != 2 || !strings.Contains(stderr, `unknown parameter "stesp" (did you mean "steps"?)`) {
 		t.Errorf("unknown name under the node's own name: exit %d\n%s", code, stderr)
+	}
+}
+
+// bag make -golden takes a world model's inputs alone: an npz of
+// video_keys, video_values, context and context_mask, with no latents and
+// no reference prediction, becomes a bag that replays.
+func TestBagMakeFromInputsOnly(t *testing.T) {
+	c, err := golden.LoadTiny(context.Background(), "tiny/case_first4.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []npztest.Array
+	for _, a := range npztest.Bundle(c, c.Pred) {
+		if strings.HasPrefix(a.Name, "video_") || strings.HasPrefix(a.Name, "context") {
+			inputs = append(inputs, a)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "world_model.npz")
+	if err := npztest.Write(file, inputs...); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "wm")
+	code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "2", "-golden", file, "-weights", tinyWeightsFile(t))
+	if code != 0 {
+		t.Fatalf("bag make from inputs only: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = runCmd(t, "replay", dir); code != 0 || !strings.Contains(out, "PASS: 2 chunks compared") {
+		t.Errorf("replay of the bag: exit %d\n%s%s", code, out, stderr)
 	}
 }
