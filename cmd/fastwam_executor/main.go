@@ -59,11 +59,11 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		clock = executor.SimClock(sim)
 		log.Infof("%s: use_sim_time: control instants follow %s", rn.FullyQualifiedName(), rostime.ClockTopic)
 	}
-	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: clock}, tr)
+	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: clock, Name: rn.FullyQualifiedName()}, tr)
 	if err != nil {
 		return err
 	}
-	log.Infof("%s: executing %s on %s", rn.FullyQualifiedName(), p.Topics.Chunks, p.Topics.Action)
+	log.Infof("%s: executing %s on %s (build %s)", rn.FullyQualifiedName(), p.Topics.Chunks, p.Topics.Action, node.Build())
 	return rosnode.SpinWhile(rn, func() error { return e.Run(ctx) })
 }
 

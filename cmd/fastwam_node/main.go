@@ -55,7 +55,8 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	}
 	setGrace(p.ShutdownGrace)
 	tr := rosnode.NewTransport(rn, log)
-	cfg := node.ManagedConfig{Params: p, Logger: log, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
+	log.Infof("%s: fastwam_node build %s, %s backend", fqn, node.Build(), p.Backend)
+	cfg := node.ManagedConfig{Params: p, Logger: log, Name: fqn, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
 		return backends.Open(ctx, p, log)
 	}}
 	if p.UseSimTime {
