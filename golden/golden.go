@@ -109,7 +109,24 @@ func Load(ctx context.Context, path string) (*Case, error) {
 		return nil, fmt.Errorf("golden: %w", err)
 	}
 	defer f.Close()
-	return read(ctx, path, f, size)
+	return read(ctx, path, f, size, false)
+}
+
+// LoadInputs reads the inputs of a golden .npz file from disk, as Load
+// does, for a file that holds only what a world model produces:
+// video_keys, video_values, context and context_mask (visible_video
+// optional). The action-side arrays (latents_action, timestep, the
+// reference prediction) are read and checked when present and may be
+// absent; the step_* and loop_* arrays are not read. Without
+// latents_action the case has no action shape (ActionTokens 0), and Fits
+// checks only its inputs.
+func LoadInputs(ctx context.Context, path string) (*Case, error) {
+	f, size, err := regfile.Open(path, "an .npz golden file")
+	if err != nil {
+		return nil, fmt.Errorf("golden: %w", err)
+	}
+	defer f.Close()
+	return read(ctx, path, f, size, true)
 }
 
 // LoadTiny reads one of the embedded tiny cases (see TinyCases).
@@ -137,7 +154,7 @@ func LoadTiny(ctx context.Context, name string) (*Case, error) {
 // the array and the reason; a missing array and a present but unreadable
 // one are different errors. Loading stops when ctx is cancelled.
 func Parse(ctx context.Context, name string, b []byte) (*Case, error) {
-	return read(ctx, name, bytes.NewReader(b), int64(len(b)))
+	return read(ctx, name, bytes.NewReader(b), int64(len(b)), false)
 }
 
 // knownKeys are the arrays the case reads by name; they are never extras.
@@ -147,7 +164,9 @@ func knownKeys() []string {
 		"loop_latents", "loop_actions"}
 }
 
-func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, error) {
+// read reads a case; with inputsOnly, the action-side arrays may be absent
+// (see LoadInputs).
+func read(ctx context.Context, name string, r io.ReaderAt, size int64, inputsOnly bool) (*Case, error) {
 	a, err := openArchive(name, r, size)
 	if err != nil {
 		return nil, err
@@ -157,8 +176,12 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 
 	// The headers of every array the case needs, and their shapes, are
 	// checked before any data is read.
-	lat := l.need("latents_action")
-	ts := l.need("timestep")
+	need := l.need
+	if inputsOnly {
+		need = l.optional
+	}
+	lat := need("latents_action")
+	ts := need("timestep")
 	vk := l.need("video_keys")
 	vv := l.need("video_values")
 	cx := l.need("context")
@@ -171,14 +194,14 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 			break
 		}
 	}
-	if l.err == nil && pred == nil {
+	if l.err == nil && pred == nil && !inputsOnly {
 		l.fail("no reference prediction (one of %s)", strings.Join(predKeys(), ", "))
 	}
 	var stepTs, stepLat, stepPred, loopInit, loopSig, loopPred, loopLat, loopAct *array
-	if a.member("step_timesteps") != nil {
+	if a.member("step_timesteps") != nil && !inputsOnly {
 		stepTs, stepLat, stepPred = l.need("step_timesteps"), l.need("step_latents"), l.need("step_pred")
 	}
-	if a.member("loop_init_noise") != nil {
+	if a.member("loop_init_noise") != nil && !inputsOnly {
 		loopInit, loopSig = l.need("loop_init_noise"), l.need("loop_sigmas")
 		loopPred, loopLat, loopAct = l.need("loop_pred"), l.need("loop_latents"), l.need("loop_actions")
 	}
@@ -186,16 +209,19 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 		return nil, l.err
 	}
 
-	shape := lat.header.shape
-	if len(shape) < 2 || len(shape) > 3 || (len(shape) == 3 && shape[0] != 1) || slices.Contains(shape, 0) {
-		return nil, l.errorf("latents_action has shape %v, want [1,S,a] or [S,a] with S, a > 0", shape)
+	var n int64
+	if lat != nil {
+		shape := lat.header.shape
+		if len(shape) < 2 || len(shape) > 3 || (len(shape) == 3 && shape[0] != 1) || slices.Contains(shape, 0) {
+			return nil, l.errorf("latents_action has shape %v, want [1,S,a] or [S,a] with S, a > 0", shape)
+		}
+		c.ActionTokens, c.ActionDim = shape[len(shape)-2], shape[len(shape)-1]
+		n = lat.header.count
 	}
-	c.ActionTokens, c.ActionDim = shape[len(shape)-2], shape[len(shape)-1]
-	n := lat.header.count
-	if ts.header.count != 1 {
+	if ts != nil && ts.header.count != 1 {
 		return nil, l.errorf("timestep has %d elements, want 1", ts.header.count)
 	}
-	shape = vk.header.shape
+	shape := vk.header.shape
 	if len(shape) != 4 || shape[1] != 1 || slices.Contains(shape, 0) {
 		return nil, l.errorf("video_keys has shape %v, want [layers,1,Sv,A] with every size > 0", shape)
 	}
@@ -214,7 +240,10 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 	if vis != nil && vis.header.count != 1 {
 		return nil, l.errorf("visible_video has %d elements, want 1", vis.header.count)
 	}
-	if pred.header.count != n {
+	if pred != nil && lat == nil {
+		return nil, l.errorf("reference prediction %q without latents_action", pred.key)
+	}
+	if pred != nil && pred.header.count != n {
 		return nil, l.errorf("reference prediction %q has %d elements, latents %d", pred.key, pred.header.count, n)
 	}
 	if stepTs != nil {
@@ -244,9 +273,13 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 	}
 
 	// The data, in the order of the checks above.
-	c.Latents = l.floats(lat)
-	if v := l.floats(ts); v != nil {
-		c.Timestep = v[0]
+	if lat != nil {
+		c.Latents = l.floats(lat)
+	}
+	if ts != nil {
+		if v := l.floats(ts); v != nil {
+			c.Timestep = v[0]
+		}
 	}
 	c.Chunk.VideoKeys = l.floats(vk)
 	c.Chunk.VideoValues = l.floats(vv)
@@ -265,7 +298,9 @@ func read(ctx context.Context, name string, r io.ReaderAt, size int64) (*Case, e
 			c.Chunk.VisibleVideo = int(v[0])
 		}
 	}
-	c.Pred = l.floats(pred)
+	if pred != nil {
+		c.Pred = l.floats(pred)
+	}
 	if stepTs != nil {
 		c.StepTimesteps = l.floats(stepTs)
 		c.StepLatents = split(l.floats(stepLat), int(n))
@@ -296,9 +331,13 @@ func (c *Case) Dims() expert.Dims {
 		ContextTokens: c.ContextTokens, TextDim: c.TextDim, ActionTokens: c.ActionTokens, ActionDim: c.ActionDim}
 }
 
-// Fits reports whether the case's tensors have the sizes of contract d.
+// Fits reports whether the case's tensors have the sizes of contract d; a
+// case without latents (from LoadInputs) is checked on its inputs only.
 func (c *Case) Fits(d expert.Dims) error {
 	got := c.Dims()
+	if c.ActionTokens == 0 {
+		got.ActionTokens, got.ActionDim = d.ActionTokens, d.ActionDim
+	}
 	if got.Layers != d.Layers || got.VideoTokens != d.VideoTokens || c.AttnWidth != d.AttnWidth() ||
 		got.ContextTokens != d.ContextTokens || got.TextDim != d.TextDim ||
 		got.ActionTokens != d.ActionTokens || got.ActionDim != d.ActionDim {

@@ -1,8 +1,11 @@
 package golden_test
 
 import (
+	"context"
 	"io/fs"
 	"math"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -116,5 +119,53 @@ func BenchmarkParseTiny(b *testing.B) {
 		if _, err := golden.Parse(b.Context(), "tiny", img); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// LoadInputs reads a world model's inputs alone (no latents, timestep or
+// prediction) as Load reads them from the full file; Load refuses such a
+// file, and LoadInputs still checks what is there.
+func TestLoadInputsWithoutPrediction(t *testing.T) {
+	ctx := context.Background()
+	full, err := golden.LoadTiny(ctx, "tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []npztest.Array
+	for _, a := range npztest.Bundle(full, full.Pred) {
+		if strings.HasPrefix(a.Name, "video_") || strings.HasPrefix(a.Name, "context") {
+			inputs = append(inputs, a)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "wm.npz")
+	if err := npztest.Write(path, inputs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := golden.Load(ctx, path); err == nil || !strings.Contains(err.Error(), "latents_action") {
+		t.Errorf("Load of an inputs-only file: err = %v, want latents_action missing", err)
+	}
+	c, err := golden.LoadInputs(ctx, path)
+	if err != nil {
+		t.Fatalf("LoadInputs: %v", err)
+	}
+	got, want := c.Chunk, full.Chunk
+	want.VisibleVideo = 0 // not among the bundle's arrays
+	if !reflect.DeepEqual(got, want) || c.Pred != nil || c.ActionTokens != 0 {
+		t.Errorf("inputs differ from the full file's, or action side not empty (pred %d, S %d)", len(c.Pred), c.ActionTokens)
+	}
+	if err := c.Fits(full.Dims()); err != nil {
+		t.Errorf("inputs-only case does not fit its contract: %v", err)
+	}
+	d := full.Dims()
+	d.ContextTokens++
+	if err := c.Fits(d); err == nil {
+		t.Error("Fits accepted other input sizes")
+	}
+	bad := append([]npztest.Array{{Name: "pred_noise", Shape: []int{3}, Data: []float32{1, 2, 3}}}, inputs...)
+	if err := npztest.Write(path, bad...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := golden.LoadInputs(ctx, path); err == nil || !strings.Contains(err.Error(), "without latents_action") {
+		t.Errorf("a prediction without latents: err = %v", err)
 	}
 }

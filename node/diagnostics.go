@@ -12,8 +12,9 @@ import (
 	"github.com/fastwam/actionexpert/msgs"
 )
 
-// DiagnosticName is the name of the node's diagnostic status.
-const DiagnosticName = "fastwam_action_expert: action expert"
+// DiagnosticName is the diagnostic status name of the node under its
+// default name, StatusName(DefaultNodeName).
+const DiagnosticName = DefaultNodeName + ": action expert"
 
 // diagLoop publishes the diagnostics at every tick and expires inputs that
 // waited too long for a partner.
@@ -108,6 +109,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		{Key: "state", Value: string(state)},
 		{Key: "backend", Value: p.Backend},
 		{Key: "backend_state", Value: backend},
+		{Key: "build", Value: n.build},
 		{Key: "self_test", Value: st.String()},
 		{Key: "steps", Value: strconv.Itoa(p.Steps)},
 		{Key: "shift", Value: strconv.FormatFloat(p.Shift, 'g', -1, 64)},
@@ -155,7 +157,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
 		Status: []msgs.DiagnosticStatus{{
-			Level: level, Name: DiagnosticName, Message: message, HardwareID: p.Backend, Values: kv,
+			Level: level, Name: StatusName(n.name), Message: message, HardwareID: n.hardware, Values: kv,
 		}},
 	}
 }

@@ -24,6 +24,7 @@ type ManagedConfig struct {
 	Now    func() time.Time // as Config.Now: ROS time (sim time with use_sim_time)
 	Mono   func() time.Time // as Config.Mono: latencies
 	Open   Opener           // opens the backend at configure
+	Name   string           // as Config.Name: the node's fully qualified name
 	// Tick paces the diagnostics (Run's loop publishes them while
 	// unconfigured and hands the ticks to the configured Node); a 1 Hz
 	// ticker when nil.
@@ -190,7 +191,7 @@ func (m *Managed) Configure(ctx context.Context) error {
 	if err != nil {
 		return m.fail(fmt.Errorf("configure: %w", err))
 	}
-	cfg := Config{Params: p, Logger: m.log, Now: m.cfg.Now, Mono: m.cfg.Mono, Tick: m.nodeTick, StartInactive: true}
+	cfg := Config{Params: p, Logger: m.log, Name: m.cfg.Name, Now: m.cfg.Now, Mono: m.cfg.Mono, Tick: m.nodeTick, StartInactive: true}
 	if !p.SelfTest.Skip && p.SelfTest.Golden != "" {
 		if cfg.Golden, err = LoadGolden(ctx, p.SelfTest.Golden, b.Dims()); err != nil {
 			return m.fail(errors.Join(fmt.Errorf("configure: self_test.golden: %w", err), closeBackend(b)))
@@ -336,9 +337,10 @@ func (m *Managed) UnconfiguredDiagnostics() msgs.DiagnosticArray {
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
 		Status: []msgs.DiagnosticStatus{{
-			Level: level, Name: DiagnosticName, Message: message, HardwareID: p.Backend,
+			Level: level, Name: StatusName(m.cfg.Name), Message: message, HardwareID: p.Backend,
 			Values: []msgs.KeyValue{
 				{Key: "state", Value: state},
+				{Key: "build", Value: Build()},
 				{Key: "backend", Value: p.Backend},
 				{Key: "last_error", Value: why},
 				{Key: "dropped.unconfigured", Value: strconv.FormatUint(m.unconfiguredIn.Load(), 10)},

@@ -67,6 +67,9 @@ const (
 type Config struct {
 	Params Params
 	Logger Logger // nil discards the log
+	// Name is the node's fully qualified name, for its diagnostic status
+	// name (StatusName); DefaultNodeName when empty.
+	Name string
 
 	// Now is the node's ROS clock, for input ages, stale checks, pairing
 	// timeouts and the time jumps of the inputs: time.Now when nil, the
@@ -100,11 +103,14 @@ type Node struct {
 	dims    expert.Dims
 	backend expert.Backend
 	log     Logger
-	now     func() time.Time // ROS time (Config.Now)
-	mono    func() time.Time // latencies (Config.Mono)
-	tick    <-chan time.Time
-	sched   expert.Schedule
-	golden  *golden.Case
+	// Identity in the diagnostics: the fully qualified name, the device
+	// (hardwareID) and the binary's build.
+	name, hardware, build string
+	now                   func() time.Time // ROS time (Config.Now)
+	mono                  func() time.Time // latencies (Config.Mono)
+	tick                  <-chan time.Time
+	sched                 expert.Schedule
+	golden                *golden.Case
 
 	actions Publisher
 	diag    Publisher
@@ -194,6 +200,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	}
 	rc := newRecycler()
 	n := &Node{
+		name: cfg.Name, hardware: hardwareID(b, p.Backend), build: Build(),
 		p: p, dims: d, backend: b, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sched: sched,
 		golden:  cfg.Golden,
 		recycle: rc,

@@ -534,7 +534,7 @@ func TestDiagnosticsContent(t *testing.T) {
 	h := newHarness(t, testParams(), b)
 	st := h.diag()
 	h.waitState(StateActive)
-	if st.Name != DiagnosticName || st.HardwareID != "cpu" {
+	if st.Name != DiagnosticName || st.HardwareID != "cpu: "+CPUModel() || diagValue(t, st, "build") != Build() {
 		t.Errorf("name %q hardware_id %q", st.Name, st.HardwareID)
 	}
 	st = h.diag()

@@ -10,10 +10,12 @@ import (
 // [node:]name:=value` and `--params-file FILE`. nodeName is the node's
 // fully qualified name after remapping (for example
 // "/fastwam_action_expert"); it selects the params-file sections and
-// node-prefixed rules that apply.
-func LoadParams(args []string, nodeName string) (Params, error) {
+// node-prefixed rules that apply. Undeclared names in a params-file
+// section that selects the node by pattern are skipped
+// (rosparam.ReportIgnored reports them).
+func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
 	p := DefaultParams()
-	if err := p.ApplyROSArgs(args, nodeName); err != nil {
+	if err := p.ApplyROSArgs(args, nodeName, opts...); err != nil {
 		return Params{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -28,8 +30,8 @@ func setParam(p *Params, name string, v rosparam.Value) error { return p.set(nam
 
 // ApplyROSArgs applies the parameter rules among args to p (see
 // LoadParams). Other ROS arguments are skipped; rcl interprets them.
-func (p *Params) ApplyROSArgs(args []string, nodeName string) error {
-	return rosparam.ApplyROSArgs(p, setParam, args, nodeName)
+func (p *Params) ApplyROSArgs(args []string, nodeName string, opts ...rosparam.Option) error {
+	return rosparam.ApplyROSArgs(p, setParam, args, nodeName, opts...)
 }
 
 // ApplyParamsFile applies the sections of a ROS 2 params file that match
@@ -38,13 +40,13 @@ func (p *Params) ApplyROSArgs(args []string, nodeName string) error {
 // namespace keys, each holding a ros__parameters map whose nested maps
 // name parameters with dots. Sections for other nodes are checked for
 // structure only.
-func (p *Params) ApplyParamsFile(path, nodeName string) error {
-	return rosparam.ApplyParamsFile(p, setParam, path, nodeName)
+func (p *Params) ApplyParamsFile(path, nodeName string, opts ...rosparam.Option) error {
+	return rosparam.ApplyParamsFile(p, setParam, path, nodeName, opts...)
 }
 
 // ApplyParamsYAML is ApplyParamsFile on the file's contents.
-func (p *Params) ApplyParamsYAML(data []byte, nodeName string) error {
-	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName)
+func (p *Params) ApplyParamsYAML(data []byte, nodeName string, opts ...rosparam.Option) error {
+	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName, opts...)
 }
 
 // matchNodeName reports whether the node-name pattern pattern (a params

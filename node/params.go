@@ -674,11 +674,7 @@ func (p *Params) set(name string, v value) error {
 		}
 		return nil
 	}
-	msg := fmt.Sprintf("unknown parameter %q", name)
-	if s := rosparam.Closest(name, ParamNames()); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return fmt.Errorf("%s", msg)
+	return rosparam.Unknown(name, "", ParamNames())
 }
 
 // KVInputTopic is the topic the keys and values arrive on: shm.topic's

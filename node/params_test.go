@@ -262,7 +262,7 @@ func TestParamsFileErrors(t *testing.T) {
 		{"bare ros__parameters", "ros__parameters:\n  steps: 4\n", []string{"must be under a node name"}},
 		{"parameters not a map", "/**:\n  ros__parameters: [1, 2]\n", []string{"ros__parameters must be a map"}},
 		{"key beside ros__parameters", "/**:\n  ros__parameters:\n    steps: 4\n  extra: {a: 1}\n", []string{`unexpected key "extra"`}},
-		{"unknown parameter", "/**:\n  ros__parameters:\n    steps: 4\n    sheft: 3.0\n", []string{"line 4", `unknown parameter "sheft"`, `"shift"`}},
+		{"unknown parameter", "fastwam_action_expert:\n  ros__parameters:\n    steps: 4\n    sheft: 3.0\n", []string{"line 4", `unknown parameter "sheft"`, `"shift"`}},
 		{"nested unknown", "fastwam_action_expert:\n  ros__parameters:\n    qos:\n      kv_cache:\n        relyability: reliable\n", []string{"line 5", `"qos.kv_cache.relyability"`}},
 		{"wrong type", "/**:\n  ros__parameters:\n    steps: '4'\n", []string{"line 3", `"steps"`, `expected integer, got string "4"`}},
 		{"bad value", "/**:\n  ros__parameters:\n    backend: npu\n", []string{"line 3", `"backend"`, `got "npu"`}},
@@ -411,5 +411,29 @@ func TestParamsYAMLRoundTrip(t *testing.T) {
 				t.Errorf("%s missing from the YAML", n)
 			}
 		}
+	}
+}
+
+// The issue's shared bringup file: other nodes' parameters under /** are
+// skipped (one report naming them), the node's own under /** apply, and an
+// unknown name under the node's own name is still refused with the hint.
+func TestSharedBringupParamsFile(t *testing.T) {
+	path := writeFile(t, "/**:\n  ros__parameters: {use_sim_time: true, robot_base_frame: base_link}\n")
+	var ignored []string
+	p, err := LoadParams(ros("--params-file", path, "-p", "htp.context_binary:=/m.bin"), fqn,
+		rosparam.ReportIgnored(func(sec string, names []string) { ignored = append(ignored, sec+":"+strings.Join(names, ",")) }))
+	if err != nil {
+		t.Fatalf("shared bringup file refused: %v", err)
+	}
+	if !p.UseSimTime {
+		t.Error("use_sim_time under /** not applied")
+	}
+	if want := []string{"/**:robot_base_frame"}; !reflect.DeepEqual(ignored, want) {
+		t.Errorf("ignored %q, want %q", ignored, want)
+	}
+	own := writeFile(t, fqn+":\n  ros__parameters: {robot_base_frame: base_link, stesp: 3}\n")
+	if _, err := LoadParams(ros("--params-file", own, "-p", "htp.context_binary:=/m.bin"), fqn); err == nil ||
+		!strings.Contains(err.Error(), `unknown parameter "robot_base_frame"`) {
+		t.Errorf("own section: err = %v, want unknown parameter refused", err)
 	}
 }

@@ -74,7 +74,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	)
 	fs.StringVar(&out, "o", "", "bag folder to write (must not exist, unless -force)")
 	fs.IntVar(&chunks, "chunks", 8, "number of chunks (observations)")
-	fs.Var(&goldens, "golden", "golden case `.npz` to take the inputs from (repeatable; default: the embedded tiny cases)")
+	fs.Var(&goldens, "golden", "golden case `.npz` to take the inputs from: video_keys, video_values, context and context_mask (a world model's output; no latents or reference prediction needed); repeatable; default: the embedded tiny cases")
 	fs.DurationVar(&period, "period", replay.DefaultPeriod, "time between the chunks' stamps")
 	fs.BoolVar(&force, "force", false, "replace the bag folder -o if it exists")
 	fs.DurationVar(&timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
@@ -126,7 +126,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		}
 	} else {
 		for _, path := range goldens {
-			c, err := golden.Load(ctx, path)
+			c, err := golden.LoadInputs(ctx, path) // a world model's inputs: no reference prediction needed
 			if err != nil {
 				return err
 			}

@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/replay"
 )
@@ -34,6 +36,8 @@ type replayOpts struct {
 	cpu      cpuFlags
 	htp      htpFlags
 	node     nodeFlags
+	files    stringList // -params-file, in order
+	stderr   io.Writer
 	set      map[string]bool // flags given on the command line
 }
 
@@ -62,6 +66,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
 	o.node.register(fs.FlagSet)
+	fs.Var(&o.files, "params-file", "ROS 2 params `FILE` (the robot's, as after --ros-args --params-file; repeatable, applied in order, before -p): the sections that select the node /<namespace>/fastwam_action_expert apply; its backend parameters (backend, cpu.*, htp.*), self_test.* and max_input_age do not, the replay's flags choose those")
+	o.stderr = stderr
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -175,14 +181,41 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	return nil
 }
 
+// applyParamsFiles applies the -params-file files to p in order, as the
+// node named fastwam_action_expert in -namespace reads them, then restores
+// what the replay itself decides: the backend and its parameters, the
+// skipped self-test and max_input_age 0. With report, the parameters the
+// node does not declare under a wildcard section are named in an info line.
+func (o *replayOpts) applyParamsFiles(p *node.Params, report bool) error {
+	if len(o.files) == 0 {
+		return nil
+	}
+	fqn := strings.TrimSuffix(o.node.namespace, "/") + "/fastwam_action_expert"
+	var opts []rosparam.Option
+	if report {
+		opts = append(opts, rosparam.LogIgnored(replay.NewLogger(o.stderr, o.node.verbose).Infof))
+	}
+	keep := *p
+	for _, f := range o.files {
+		if err := p.ApplyParamsFile(f, fqn, opts...); err != nil {
+			return usageError("-params-file: %v", err)
+		}
+	}
+	p.Backend, p.CPU, p.HTP, p.SelfTest, p.MaxInputAge = keep.Backend, keep.CPU, keep.HTP, keep.SelfTest, keep.MaxInputAge
+	return nil
+}
+
 // params are the node's parameters for the replay: the replay's base with
-// the backend flags, the schedule of the recorded chunks (when rec is
+// the backend flags, the -params-file files, the schedule of the recorded chunks (when rec is
 // known), then -p. The backend parameters of -p (backend, cpu.*, htp.*)
 // are carried over to the flags the backend is opened with, and refused
 // when they would have no effect or contradict a flag.
 func (o *replayOpts) params(rec *replay.Recording) (node.Params, error) {
 	p := replay.BaseParams(o.backend)
 	seedParams(&p, &o.cpu, &o.htp)
+	if err := o.applyParamsFiles(&p, rec != nil); err != nil {
+		return node.Params{}, err
+	}
 	if rec != nil {
 		rec.ApplySchedule(&p)
 	}

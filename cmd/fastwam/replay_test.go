@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"image/png"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/npztest"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -355,5 +357,68 @@ func TestBackendParams(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "made")
 	if code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "1", "-p", "cpu.weights:="+bad); code != 1 || !strings.Contains(stderr, bad) {
 		t.Errorf("bag make -p cpu.weights:=<bad file>: exit %d, want 1 naming it\n%s%s", code, out, stderr)
+	}
+}
+
+// The robot's shared bringup file is taken by -params-file: other nodes'
+// parameters under /** are skipped (named with -v), the node's own apply,
+// later files override earlier ones, -p overrides both, and the robot's
+// backend choice does not switch the replay off the CPU backend.
+func TestReplayParamsFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	shared := write("bringup.yaml", "/**:\n  ros__parameters: {use_sim_time: true, robot_base_frame: base_link}\n"+
+		"fastwam_action_expert:\n  ros__parameters: {backend: htp, htp: {context_binary: /robot/m.bin}}\n")
+	code, out, stderr := runCmd(t, "replay", "-v", "-params-file", shared)
+	if code != 0 || !strings.Contains(out, "PASS: 8 chunks") || !strings.Contains(out, "backend  cpu") {
+		t.Fatalf("shared bringup file: exit %d\n%s%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "ignoring 1 parameter(s) this node does not declare: robot_base_frame") {
+		t.Errorf("no info line naming robot_base_frame:\n%s", stderr)
+	}
+	period := write("period.yaml", "/fastwam_action_expert:\n  ros__parameters: {sync: {policy: latest}}\n")
+	if code, out, stderr := runCmd(t, "replay", "-params-file", shared, "-params-file", period); !strings.Contains(out, "sync latest") {
+		t.Errorf("sync.policy from the second file: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr := runCmd(t, "replay", "-params-file", period, "-p", "sync.policy:=exact"); code != 0 || !strings.Contains(out, "sync exact") {
+		t.Errorf("-p after the file: exit %d\n%s%s", code, out, stderr)
+	}
+	own := write("own.yaml", "/fastwam_action_expert:\n  ros__parameters: {stesp: 4}\n")
+	if code, _, stderr := runCmd(t, "replay", "-params-file", own); code != 2 || !strings.Contains(stderr, `unknown parameter "stesp" (did you mean "steps"?)`) {
+		t.Errorf("unknown name under the node's own name: exit %d\n%s", code, stderr)
+	}
+}
+
+// bag make -golden takes a world model's inputs alone: an npz of
+// video_keys, video_values, context and context_mask, with no latents and
+// no reference prediction, becomes a bag that replays.
+func TestBagMakeFromInputsOnly(t *testing.T) {
+	c, err := golden.LoadTiny(context.Background(), "tiny/case_first4.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []npztest.Array
+	for _, a := range npztest.Bundle(c, c.Pred) {
+		if strings.HasPrefix(a.Name, "video_") || strings.HasPrefix(a.Name, "context") {
+			inputs = append(inputs, a)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "world_model.npz")
+	if err := npztest.Write(file, inputs...); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "wm")
+	code, out, stderr := runCmd(t, "bag", "make", "-o", dir, "-chunks", "2", "-golden", file, "-weights", tinyWeightsFile(t))
+	if code != 0 {
+		t.Fatalf("bag make from inputs only: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = runCmd(t, "replay", dir); code != 0 || !strings.Contains(out, "PASS: 2 chunks compared") {
+		t.Errorf("replay of the bag: exit %d\n%s%s", code, out, stderr)
 	}
 }

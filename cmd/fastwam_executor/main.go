@@ -24,6 +24,7 @@ import (
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
@@ -43,7 +44,7 @@ func main() {
 // then spinning stops; the caller closes the ROS node and the context.
 // setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) error {
-	p, err := executor.LoadParams(args, rn.FullyQualifiedName())
+	p, err := executor.LoadParams(args, rn.FullyQualifiedName(), rosparam.LogIgnored(log.Infof))
 	if err != nil {
 		return err
 	}
@@ -58,11 +59,11 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		clock = executor.SimClock(sim)
 		log.Infof("%s: use_sim_time: control instants follow %s", rn.FullyQualifiedName(), rostime.ClockTopic)
 	}
-	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: clock}, tr)
+	e, err := executor.New(executor.Config{Params: p, Logger: log, Clock: clock, Name: rn.FullyQualifiedName()}, tr)
 	if err != nil {
 		return err
 	}
-	log.Infof("%s: executing %s on %s", rn.FullyQualifiedName(), p.Topics.Chunks, p.Topics.Action)
+	log.Infof("%s: executing %s on %s (build %s)", rn.FullyQualifiedName(), p.Topics.Chunks, p.Topics.Action, node.Build())
 	return rosnode.SpinWhile(rn, func() error { return e.Run(ctx) })
 }
 

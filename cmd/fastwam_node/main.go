@@ -24,6 +24,7 @@ import (
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/backends"
 	"github.com/fastwam/actionexpert/node/rosnode"
@@ -48,13 +49,14 @@ func main() {
 // and the context. setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) (err error) {
 	fqn := rn.FullyQualifiedName()
-	p, err := node.LoadParams(args, fqn)
+	p, err := node.LoadParams(args, fqn, rosparam.LogIgnored(log.Infof))
 	if err != nil {
 		return err
 	}
 	setGrace(p.ShutdownGrace)
 	tr := rosnode.NewTransport(rn, log)
-	cfg := node.ManagedConfig{Params: p, Logger: log, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
+	log.Infof("%s: fastwam_node build %s, %s backend", fqn, node.Build(), p.Backend)
+	cfg := node.ManagedConfig{Params: p, Logger: log, Name: fqn, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
 		return backends.Open(ctx, p, log)
 	}}
 	if p.UseSimTime {

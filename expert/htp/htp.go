@@ -643,3 +643,19 @@ func (b *Backend) Close() error {
 	}
 	return nil
 }
+
+// HardwareID names the device for diagnostics: "htp", with the SoC model
+// and the HTP (DSP) architecture that the loaded context binary reports
+// when it carries them.
+func (b *Backend) HardwareID() string {
+	info := b.Info()
+	switch {
+	case info == nil || (info.SocModel == 0 && info.DSPArch == 0):
+		return "htp"
+	case info.DSPArch == 0:
+		return fmt.Sprintf("htp: SoC model %d", info.SocModel)
+	case info.SocModel == 0:
+		return fmt.Sprintf("htp: DSP arch v%d", info.DSPArch)
+	}
+	return fmt.Sprintf("htp: SoC model %d, DSP arch v%d", info.SocModel, info.DSPArch)
+}

@@ -24,6 +24,55 @@ import (
 // of *p, which is kept only when the whole file applied.
 type SetFunc[P any] func(p *P, name string, v Value) error
 
+// UnknownError is what a SetFunc returns for a name the node does not
+// declare. In a params-file section that selects the node by pattern (such
+// as "/**", which a shared bringup file fills with every node's
+// parameters), such names are skipped, as rclcpp skips overrides it was
+// not asked to declare; under the node's own name they are refused.
+type UnknownError struct {
+	Name string // the parameter's name
+	Of   string // whose parameter, for the message ("" or " of the executor")
+	Hint string // the closest declared name, or ""
+}
+
+// Error names the parameter and the likely typo.
+func (e *UnknownError) Error() string {
+	msg := fmt.Sprintf("unknown parameter %q%s", e.Name, e.Of)
+	if e.Hint != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", e.Hint)
+	}
+	return msg
+}
+
+// Unknown returns the *UnknownError for name, with the closest of known as
+// its hint; of qualifies whose parameter it is (for example " of the
+// executor").
+func Unknown(name, of string, known []string) error {
+	return &UnknownError{Name: name, Of: of, Hint: Closest(name, known)}
+}
+
+// Option adjusts how parameters are applied.
+type Option func(*options)
+
+type options struct {
+	ignored func(section string, names []string)
+}
+
+// ReportIgnored has f called once per params-file section that selected
+// the node by pattern and held names the node does not declare, with those
+// names in file order (they are skipped).
+func ReportIgnored(f func(section string, names []string)) Option {
+	return func(o *options) { o.ignored = f }
+}
+
+func collect(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
 // ApplyROSArgs applies the parameter rules among args to *p, in
 // command-line order. Only what stands between `--ros-args` and `--` (or
 // the end) is read: `-p`/`--param [node:]name:=value` and `--params-file
@@ -31,7 +80,7 @@ type SetFunc[P any] func(p *P, name string, v Value) error
 // example "/fastwam_executor"); it selects the params-file sections and
 // node-prefixed rules that apply. Other ROS arguments are skipped (rcl
 // interprets them), with their values.
-func ApplyROSArgs[P any](p *P, set SetFunc[P], args []string, nodeName string) error {
+func ApplyROSArgs[P any](p *P, set SetFunc[P], args []string, nodeName string, opts ...Option) error {
 	inROS := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -63,7 +112,7 @@ func ApplyROSArgs[P any](p *P, set SetFunc[P], args []string, nodeName string) e
 			if err != nil {
 				return err
 			}
-			if err := ApplyParamsFile(p, set, path, nodeName); err != nil {
+			if err := ApplyParamsFile(p, set, path, nodeName, opts...); err != nil {
 				return err
 			}
 		case "-r", "--remap", "-e", "--enclave", "--log-level", "--log-config-file":
@@ -106,12 +155,12 @@ const MaxParamsFile = 1 << 20
 // ApplyParamsFile applies the sections of a ROS 2 params file that match
 // nodeName to *p (see ApplyParamsYAML); a file that fails leaves *p as it
 // was.
-func ApplyParamsFile[P any](p *P, set SetFunc[P], path, nodeName string) error {
+func ApplyParamsFile[P any](p *P, set SetFunc[P], path, nodeName string, opts ...Option) error {
 	data, err := regfile.ReadFile(path, "a ROS 2 params file", MaxParamsFile)
 	if err != nil {
 		return fmt.Errorf("params file: %w", err)
 	}
-	if err := ApplyParamsYAML(p, set, data, nodeName); err != nil {
+	if err := ApplyParamsYAML(p, set, data, nodeName, opts...); err != nil {
 		return fmt.Errorf("params file %s: %w", path, err)
 	}
 	return nil
@@ -121,9 +170,12 @@ func ApplyParamsFile[P any](p *P, set SetFunc[P], path, nodeName string) error {
 // are node names (absolute, relative to the root namespace, or with the
 // wildcards * and **), optionally nested under namespace keys, each holding
 // a ros__parameters map whose nested maps name parameters with dots.
-// Sections for other nodes are checked for structure only. The file is
-// applied to a copy of *p, so that a bad one leaves *p untouched.
-func ApplyParamsYAML[P any](p *P, set SetFunc[P], data []byte, nodeName string) error {
+// Sections for other nodes are checked for structure only. A name the node
+// does not declare (set returns an *UnknownError) is refused in a section
+// whose key is the node's own name, and skipped in one that selects it by
+// pattern (see ReportIgnored). The file is applied to a copy of *p, so
+// that a bad one leaves *p untouched.
+func ApplyParamsYAML[P any](p *P, set SetFunc[P], data []byte, nodeName string, opts ...Option) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("not valid YAML: %w", err)
@@ -139,11 +191,16 @@ func ApplyParamsYAML[P any](p *P, set SetFunc[P], data []byte, nodeName string) 
 		return fmt.Errorf("line %d: expected a map of node names to ros__parameters", root.Line)
 	}
 	q := *p
-	w := walker[P]{p: &q, set: set, nodeName: nodeName}
+	w := walker[P]{p: &q, set: set, nodeName: nodeName, ignored: map[string][]string{}, order: new([]string)}
 	if err := w.nodeMap(root, nil, 0); err != nil {
 		return err
 	}
 	*p = q
+	if o := collect(opts); o.ignored != nil {
+		for _, sec := range *w.order {
+			o.ignored(sec, w.ignored[sec])
+		}
+	}
 	return nil
 }
 
@@ -183,6 +240,8 @@ type walker[P any] struct {
 	p        *P
 	set      SetFunc[P]
 	nodeName string
+	ignored  map[string][]string // per pattern section, the undeclared names skipped
+	order    *[]string           // sections of ignored, in file order
 }
 
 // nodeMap walks the node-name (and namespace) keys of m.
@@ -254,6 +313,14 @@ func (w walker[P]) paramMap(m *yaml.Node, prefix, section string, apply bool, de
 			continue
 		}
 		if err := w.set(w.p, name, val); err != nil {
+			var unk *UnknownError
+			if errors.As(err, &unk) && isPattern(section) {
+				if w.ignored[section] == nil {
+					*w.order = append(*w.order, section)
+				}
+				w.ignored[section] = append(w.ignored[section], name)
+				continue
+			}
 			return fmt.Errorf("line %d: %s: %w", k.Line, section, err)
 		}
 	}
@@ -268,6 +335,17 @@ func mapValue(m *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// isPattern reports whether a params-file section key selects nodes by
+// wildcard rather than naming one node.
+func isPattern(key string) bool {
+	for _, t := range strings.Split(strings.Trim(key, "/"), "/") {
+		if t == "*" || t == "**" {
+			return true
+		}
+	}
+	return false
 }
 
 // MatchNodeName reports whether the node-name pattern pattern (a params
@@ -336,4 +414,12 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// LogIgnored is ReportIgnored with one info line per section, through
+// infof (a node's logger).
+func LogIgnored(infof func(format string, args ...any)) Option {
+	return ReportIgnored(func(section string, names []string) {
+		infof("params file section %s: ignoring %d parameter(s) this node does not declare: %s", section, len(names), strings.Join(names, ", "))
+	})
 }

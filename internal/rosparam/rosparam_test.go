@@ -23,7 +23,7 @@ func setToy(p *toy, name string, v Value) error {
 	types := map[string]Type{"name": String, "count": Integer, "rate": Double, "on": Bool, "group.bound": DoubleArray}
 	t, ok := types[name]
 	if !ok {
-		return fmt.Errorf("unknown parameter %q", name)
+		return Unknown(name, "", []string{"name", "count", "rate", "on", "group.bound"})
 	}
 	cv, err := v.Convert(t)
 	if err != nil {
@@ -237,5 +237,35 @@ func TestParamsYAMLGroupsOnce(t *testing.T) {
 `
 	if got != want {
 		t.Errorf("ParamsYAML:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A shared bringup file's wildcard section holds other nodes' parameters:
+// they are skipped and reported once per section; the same names under the
+// node's own name are refused with the hint, and a bad value of a declared
+// name under the wildcard still fails.
+func TestWildcardSectionSkipsUndeclared(t *testing.T) {
+	const fqn = "/arm/toy"
+	var got []string
+	report := ReportIgnored(func(sec string, names []string) { got = append(got, sec+": "+strings.Join(names, ",")) })
+	var p toy
+	shared := "/**:\n  ros__parameters:\n    use_sim_time: true\n    robot_base_frame: base_link\n    count: 3\n/arm/*:\n  ros__parameters: {cont: 1}\n"
+	if err := ApplyParamsYAML(&p, setToy, []byte(shared), fqn, report); err != nil {
+		t.Fatalf("shared bringup file refused: %v", err)
+	}
+	if p.Count != 3 {
+		t.Errorf("count = %d, want 3 (declared names under /** still apply)", p.Count)
+	}
+	want := []string{"/**: use_sim_time,robot_base_frame", "/arm/*: cont"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("reported %q, want %q", got, want)
+	}
+	err := ApplyParamsYAML(&p, setToy, []byte("/arm/toy:\n  ros__parameters: {cont: 1}\n"), fqn, report)
+	if err == nil || !strings.Contains(err.Error(), `unknown parameter "cont" (did you mean "count"?)`) {
+		t.Errorf("own section: err = %v, want the unknown-parameter refusal with its hint", err)
+	}
+	err = ApplyParamsYAML(&p, setToy, []byte("/**:\n  ros__parameters: {count: -1}\n"), fqn)
+	if err == nil || !strings.Contains(err.Error(), "must not be negative") {
+		t.Errorf("bad value under /**: err = %v, want it refused", err)
 	}
 }

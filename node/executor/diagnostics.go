@@ -87,6 +87,7 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 	}
 	kv := []msgs.KeyValue{
 		{Key: "state", Value: state},
+		{Key: "build", Value: e.build},
 		{Key: "control_period_s", Value: g(e.p.ControlPeriod.Seconds())},
 		{Key: "aggregation", Value: string(e.p.Aggregation)},
 		{Key: "aggregation_weight", Value: g(e.p.AggregationWeight)},
@@ -130,7 +131,7 @@ func (e *Executor) Diagnostics(now time.Time) msgs.DiagnosticArray {
 	return msgs.DiagnosticArray{
 		Header: msgs.Header{Stamp: msgs.Time{Sec: int32(now.Unix()), Nanosec: uint32(now.Nanosecond())}},
 		Status: []msgs.DiagnosticStatus{{
-			Level: level, Name: DiagnosticName, Message: message, HardwareID: "executor", Values: kv,
+			Level: level, Name: StatusName(e.name), Message: message, HardwareID: e.hardware, Values: kv,
 		}},
 	}
 }

@@ -61,8 +61,19 @@ const (
 	DropEvicted    DropReason = "evicted"     // an accepted chunk pushed out by newer ones (maxChunks)
 )
 
-// DiagnosticName is the name of the executor's diagnostic status.
-const DiagnosticName = "fastwam_action_expert: executor"
+// DiagnosticName is the executor's diagnostic status name under its
+// default name, StatusName("/fastwam_executor").
+const DiagnosticName = "/fastwam_executor: executor"
+
+// StatusName is the diagnostic status name of the executor whose fully
+// qualified name is fqn ("/arm_left/fastwam_executor: executor"); an empty
+// fqn is the default name.
+func StatusName(fqn string) string {
+	if fqn == "" {
+		return DiagnosticName
+	}
+	return fqn + ": executor"
+}
 
 // maxChunks bounds the chunks held at once; more than a few overlap only
 // when chunks come much faster than they are consumed.
@@ -80,6 +91,7 @@ type Config struct {
 	Params Params
 	Logger node.Logger // nil discards the log
 	Clock  Clock       // nil: the wall clock
+	Name   string      // the node's fully qualified name, for StatusName
 }
 
 // chunk is one accepted ActionChunk.
@@ -152,9 +164,10 @@ func (c *chunk) newer(o *chunk) bool {
 // Executor is one chunk executor. Create it with New, then call Run (or
 // drive it with Step in a simulation).
 type Executor struct {
-	p     Params
-	log   node.Logger
-	clock Clock
+	name, hardware, build string // the fully qualified name, the CPU and the binary's build, for the diagnostics
+	p                     Params
+	log                   node.Logger
+	clock                 Clock
 
 	outp *output // the control output (output.go)
 	diag Publisher
@@ -225,7 +238,7 @@ func New(cfg Config, t node.Transport) (*Executor, error) {
 	if t == nil {
 		return nil, errors.New("executor: no transport")
 	}
-	e := &Executor{p: p, log: cfg.Logger, clock: cfg.Clock, dim: p.ActionDim}
+	e := &Executor{p: p, log: cfg.Logger, clock: cfg.Clock, dim: p.ActionDim, name: cfg.Name, hardware: "cpu: " + node.CPUModel(), build: node.Build()}
 	if e.log == nil {
 		e.log = nopLogger{}
 	}

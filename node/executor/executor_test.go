@@ -292,7 +292,7 @@ func TestSeamJump(t *testing.T) {
 
 func diagValues(t *testing.T, a msgs.DiagnosticArray) map[string]string {
 	t.Helper()
-	if len(a.Status) != 1 || a.Status[0].Name != DiagnosticName {
+	if len(a.Status) != 1 || a.Status[0].Name != DiagnosticName || a.Status[0].Values[1].Key != "build" {
 		t.Fatalf("diagnostics %+v", a)
 	}
 	m := map[string]string{"_level": string('0' + a.Status[0].Level), "_message": a.Status[0].Message}
@@ -534,5 +534,15 @@ func TestNewRefusesBadParams(t *testing.T) {
 	}
 	if _, err := New(Config{Params: DefaultParams()}, bus); err == nil || !strings.Contains(err.Error(), "subscribe action_chunk") {
 		t.Fatalf("New on a topic of another type: %v", err)
+	}
+}
+
+// The executor's status is named from its fully qualified name.
+func TestStatusName(t *testing.T) {
+	if got := StatusName("/arm_left/fastwam_executor"); got != "/arm_left/fastwam_executor: executor" {
+		t.Errorf("StatusName = %q", got)
+	}
+	if StatusName("") != DiagnosticName {
+		t.Errorf("default %q", StatusName(""))
 	}
 }

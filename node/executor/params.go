@@ -260,11 +260,7 @@ func setParam(p *Params, name string, v rosparam.Value) error {
 		}
 		return nil
 	}
-	msg := fmt.Sprintf("unknown parameter %q of the executor", name)
-	if s := rosparam.Closest(name, ParamNames()); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return fmt.Errorf("%s", msg)
+	return rosparam.Unknown(name, " of the executor", ParamNames())
 }
 
 // Set assigns one parameter from a value in ROS's YAML syntax (the right
@@ -280,10 +276,12 @@ func (p *Params) Set(name, yamlValue string) error {
 // LoadParams returns the defaults overridden by the parameter rules among
 // args (`--ros-args -p name:=value --params-file FILE`, in command-line
 // order), validated. nodeName is the node's fully qualified name after
-// remapping (for example "/fastwam_executor").
-func LoadParams(args []string, nodeName string) (Params, error) {
+// remapping (for example "/fastwam_executor"). Undeclared names in a
+// params-file section that selects the node by pattern are skipped
+// (rosparam.ReportIgnored reports them).
+func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
 	p := DefaultParams()
-	if err := rosparam.ApplyROSArgs(&p, setParam, args, nodeName); err != nil {
+	if err := rosparam.ApplyROSArgs(&p, setParam, args, nodeName, opts...); err != nil {
 		return Params{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -294,8 +292,8 @@ func LoadParams(args []string, nodeName string) (Params, error) {
 
 // ApplyParamsYAML applies the sections of a params file's contents that
 // match nodeName; a bad file leaves p unchanged.
-func (p *Params) ApplyParamsYAML(data []byte, nodeName string) error {
-	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName)
+func (p *Params) ApplyParamsYAML(data []byte, nodeName string, opts ...rosparam.Option) error {
+	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName, opts...)
 }
 
 // ParamsYAML renders p as a ROS 2 params file for the node key nodeKey,

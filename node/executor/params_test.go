@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fastwam/actionexpert/internal/launchtest"
+	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 )
 
@@ -128,11 +130,15 @@ func TestLaunchFiles(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s is not the rendering of DefaultParams; run go test ./node/executor -run TestLaunchFiles -update", path)
 	}
-	// The action expert's params file is not for the executor, and the
-	// other way round: each launch file passes its own.
+	// The file's section is /**, so the action expert, given it, skips the
+	// executor's own parameters (as rclcpp does) and names them.
 	np := node.DefaultParams()
-	if err := np.ApplyParamsYAML(got, "/fastwam_action_expert"); err == nil {
-		t.Errorf("the action expert accepted the executor's params file")
+	var ignored []string
+	if err := np.ApplyParamsYAML(got, "/fastwam_action_expert", rosparam.ReportIgnored(func(_ string, names []string) { ignored = names })); err != nil {
+		t.Errorf("the action expert refused the executor's /** params file: %v", err)
+	}
+	if !slices.Contains(ignored, "aggregation") {
+		t.Errorf("the action expert did not report the executor's parameters as ignored: %q", ignored)
 	}
 
 	launchtest.CheckArgs(t, "../../launch/executor.launch.py", "../../launch/executor.launch.xml", ParamNames())
@@ -152,5 +158,28 @@ func TestCMakeListsBuildsTheExecutor(t *testing.T) {
 	}
 	if !regexp.MustCompile(`foreach\(_bin fastwam_node fastwam_executor\)`).Match(text) {
 		t.Error("CMakeLists.txt does not build fastwam_executor beside fastwam_node")
+	}
+}
+
+// The issue's shared bringup file is accepted by the executor too.
+func TestSharedBringupParamsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bringup.yaml")
+	if err := os.WriteFile(file, []byte("/**:\n  ros__parameters: {use_sim_time: true, robot_base_frame: base_link}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ignored []string
+	p, err := LoadParams([]string{"--ros-args", "--params-file", file}, fqn,
+		rosparam.ReportIgnored(func(sec string, names []string) { ignored = append(ignored, sec+":"+strings.Join(names, ",")) }))
+	if err != nil {
+		t.Fatalf("shared bringup file refused: %v", err)
+	}
+	if !p.UseSimTime || !reflect.DeepEqual(ignored, []string{"/**:robot_base_frame"}) {
+		t.Errorf("use_sim_time %v, ignored %q", p.UseSimTime, ignored)
+	}
+	if err := os.WriteFile(file, []byte("fastwam_executor:\n  ros__parameters: {robot_base_frame: base_link}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadParams([]string{"--ros-args", "--params-file", file}, fqn); err == nil || !strings.Contains(err.Error(), `unknown parameter "robot_base_frame" of the executor`) {
+		t.Errorf("own section: err = %v", err)
 	}
 }
