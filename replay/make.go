@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/progress"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
 )
@@ -68,6 +70,9 @@ type MakeOptions struct {
 	// Timeout bounds the wait for each chunk; 0 means DefaultChunkTimeout.
 	Timeout time.Duration
 	Logger  node.Logger
+	// Progress receives a progress line every DefaultProgressEvery and at
+	// the end; nil for none.
+	Progress io.Writer
 }
 
 // MakeResult describes a bag MakeBag wrote.
@@ -212,7 +217,9 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 	defer pl.stop()
 
 	count := 0
+	prog := progress.New(o.Progress, "bag make", "chunks", o.Chunks, DefaultProgressEvery)
 	for k := range o.Chunks {
+		prog.Update(k)
 		stamp := o.Start.Add(time.Duration(k) * o.Period)
 		c, kv := o.inputs(k, stamp)
 		for _, in := range []struct {
@@ -267,6 +274,7 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 			count++
 		}
 	}
+	prog.Done(o.Chunks)
 	if err := pl.stop(); err != nil {
 		return 0, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/progress"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
 )
@@ -122,7 +123,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	}
 	defer pl.stop()
 
-	prog := newProgress(o.Progress, rec.KVCount, o.ProgressEvery)
+	prog := progress.New(o.Progress, "replay", "chunks", rec.KVCount, o.ProgressEvery)
 	fed := map[int64]*fedInput{} // by stamp (ns)
 	var (
 		readErr     error
@@ -192,7 +193,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 		}
 		if isKV {
 			kvDone++
-			prog.update(kvDone)
+			prog.Update(kvDone)
 		}
 	}
 	stopErr := pl.stop()
@@ -204,7 +205,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	if undecoded > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d published ActionChunks did not decode", undecoded))
 	}
-	prog.done(kvDone)
+	prog.Done(kvDone)
 
 	robot := pl.robotResults()
 	var errs []error

@@ -80,6 +80,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	fs.DurationVar(&timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
 	cpu.register(fs.FlagSet)
 	nf.register(fs.FlagSet)
+	progressMode := progressFlag(fs, "for more than 20 chunks")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -99,6 +100,10 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return err
 	}
 	if err := checkOutputDir("-o", out, force, " (replace a bag folder with -force)"); err != nil {
+		return err
+	}
+	progressTo, err := progressOut(*progressMode, stderr, chunks > 20)
+	if err != nil {
 		return err
 	}
 	// The node's parameters; the CPU reference's (cpu.weights,
@@ -149,7 +154,7 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{
 		Dir: out, Replace: force, Chunks: chunks, Cases: cases, Backend: b, Params: p,
-		Period: period, Timeout: timeout, Logger: replay.NewLogger(stderr, nf.verbose),
+		Period: period, Timeout: timeout, Logger: replay.NewLogger(stderr, nf.verbose), Progress: progressTo,
 	})
 	if err != nil {
 		return err

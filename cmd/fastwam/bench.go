@@ -19,6 +19,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/internal/openblas"
+	"github.com/fastwam/actionexpert/internal/progress"
 )
 
 // torchResult is the JSON line golden/bench_torch.py prints.
@@ -41,6 +42,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	python := fs.String("python", "/usr/bin/python3", "Python with torch, for the baseline")
 	script := fs.String("torch-script", "golden/bench_torch.py", "the PyTorch benchmark script")
 	noTorch := fs.Bool("no-torch", false, "skip the PyTorch baseline")
+	progressMode := progressFlag(fs, "for more than 1 layer")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -53,12 +55,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	); err != nil {
 		return err
 	}
+	progressTo, err := progressOut(*progressMode, stderr, *layers > 1)
+	if err != nil {
+		return err
+	}
 	cfg := cpu.FullConfig()
 	cfg.NumLayers = *layers
 	fmt.Fprintf(stdout, "CPU backend, %d layers, hidden %d, %dx%d heads, ffn %d, Sv %d, L %d, %d threads\n",
 		cfg.NumLayers, cfg.HiddenDim, cfg.NumHeads, cfg.HeadDim, cfg.FFNDim, cfg.VideoTokens, cfg.ContextTokens, *threads)
 	fmt.Fprintf(stdout, "machine %s, %d CPUs, load average %s at the start\n", cpuModel(), runtime.NumCPU(), loadAverage())
-	res, err := benchGo(ctx, cfg, *iters, cpu.Options{BLAS: *blasName, Threads: *threads})
+	res, err := benchGo(ctx, cfg, *iters, cpu.Options{BLAS: *blasName, Threads: *threads}, progressTo)
 	if err != nil {
 		return err
 	}
@@ -130,7 +136,10 @@ const warmUp = 100 * time.Millisecond
 // work itself), or gonum, which divides a product among goroutines.
 // Interleaving puts the step and Sgemm under the same load, which on a
 // shared machine matters more than anything else.
-func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (goBench, error) {
+func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options, progressTo io.Writer) (goBench, error) {
+	if progressTo != nil {
+		fmt.Fprintf(progressTo, "bench: making random weights for %d layers, then %d rounds (the first a warm-up)\n", cfg.NumLayers, iters+1)
+	}
 	w, err := cpu.RandomWeightsContext(ctx, cfg, 1)
 	if err != nil {
 		return goBench{}, err
@@ -174,7 +183,9 @@ func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (
 		in[i] = float32(i%89)/89 - 0.5
 	}
 	off := 0
+	prog := progress.New(progressTo, "bench", "rounds", iters+1, progress.DefaultInterval)
 	for round := 0; round <= iters; round++ {
+		prog.Update(round)
 		if isOpenBLAS && round > 0 {
 			// Let OpenBLAS's threads go idle, then warm the cores (and
 			// the goroutines' threads) up again with untimed steps, as
@@ -221,6 +232,7 @@ func benchGo(ctx context.Context, cfg cpu.Config, iters int, opts cpu.Options) (
 			lib.SetThreads(1)
 		}
 	}
+	prog.Done(iters + 1)
 	return res, nil
 }
 

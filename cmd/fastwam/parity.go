@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/progress"
 )
 
 // parityGate is the seed bundle's acceptance threshold.
@@ -26,7 +27,8 @@ type parityOpts struct {
 	steps      int
 	shift      float64
 	seed       uint64
-	tokens     int // -action-tokens
+	tokens     int       // -action-tokens
+	progress   io.Writer // the timing loop's progress lines; nil for none
 	cpu        cpuFlags
 	htp        htpFlags
 	set        map[string]bool // flags given on the command line
@@ -47,10 +49,15 @@ func runParity(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.IntVar(&o.tokens, "action-tokens", 0, "action tokens S of the model, for weights whose configuration does not record action_tokens (0: the weights', else 32)")
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
+	progressMode := progressFlag(fs, "for a golden of a file, -golden, or the htp backend")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	o.set = setFlags(fs)
+	var err error
+	if o.progress, err = progressOut(*progressMode, stderr, o.goldenPath != "" || o.backend == "htp"); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return usageError("unexpected argument %q (the golden file goes after -golden)", fs.Arg(0))
 	}
@@ -209,7 +216,9 @@ func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string,
 	var chunkTimes []time.Duration
 	var bindTotal time.Duration
 	stepTotals := make([]time.Duration, steps)
+	prog := progress.New(o.progress, "parity "+c.Name, "timed chunks", o.chunks, progress.DefaultInterval)
 	for k := 0; k < o.chunks; k++ {
+		prog.Update(k)
 		var perStep []float64
 		t0 := time.Now()
 		res, err := expert.Denoise(ctx, b, &c.Chunk, sched, x0, func(s expert.StepInfo) {
@@ -241,6 +250,7 @@ func parityCase(ctx context.Context, w io.Writer, b expert.Backend, desc string,
 	tw.Flush()
 
 	var sum time.Duration
+	prog.Done(o.chunks)
 	for _, t := range chunkTimes {
 		sum += t
 	}

@@ -62,7 +62,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	fs.StringVar(&o.plot, "plot", "", "write a PNG to this file: per-chunk 1 - cosine and max |error| against the gate, the residual (replayed - recorded) of each action dimension, denoise time")
 	fs.StringVar(&o.json, "json", "", "write the result as JSON to this file, for CI: verdict, gate, counts and one entry per chunk")
 	fs.StringVar(&o.junit, "junit", "", "write the result as JUnit XML to this file, for CI: a testcase per chunk, failed outside the gate or not produced")
-	fs.StringVar(&o.progress, "progress", "auto", "progress lines on stderr: auto (for bags of more than 20 chunks), on or off")
+	progressMode := progressFlag(fs, "for bags of more than 20 chunks")
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
 	o.node.register(fs.FlagSet)
@@ -72,11 +72,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return err
 	}
 	o.set = setFlags(fs)
+	o.progress = *progressMode
 	if fs.NArg() > 1 {
 		return usageError("want at most one bag, got %d arguments", fs.NArg())
 	}
-	if o.progress != "auto" && o.progress != "on" && o.progress != "off" {
-		return usageError("-progress must be auto, on or off, got %q", o.progress)
+	if _, err := progressOut(o.progress, stderr, false); err != nil { // checks the value
+		return err
 	}
 	if o.backend != node.BackendCPU && o.backend != node.BackendHTP {
 		return usageError("unknown -backend %q (want cpu or htp)", o.backend)
@@ -137,9 +138,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		MinCosine: o.minCos, MaxAbsErr: o.maxErr, ChunkTimeout: o.timeout,
 		Output: o.out, Logger: replay.NewLogger(stderr, o.node.verbose),
 	}
-	if o.progress == "on" || (o.progress == "auto" && rec.KVCount > progressAutoMin) {
-		ro.Progress = stderr
-	}
+	ro.Progress, _ = progressOut(o.progress, stderr, rec.KVCount > progressAutoMin)
 	rep, runErr := replay.Run(ctx, rec, ro)
 	if rep == nil {
 		return runErr

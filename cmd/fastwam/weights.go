@@ -19,6 +19,7 @@ import (
 	"github.com/x448/float16"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/internal/progress"
 )
 
 // weightsMakeUsage is the help text of `fastwam weights make`.
@@ -63,6 +64,7 @@ func runWeightsMake(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&c.VideoTokens, "video-tokens", full.VideoTokens, "video_tokens: cached video tokens the backend is sized for")
 	fs.IntVar(&c.ContextTokens, "context-tokens", full.ContextTokens, "context_tokens: context tokens the backend is sized for")
 	fs.Float64Var(&c.Eps, "eps", full.Eps, "eps of the norms")
+	progressMode := progressFlag(fs, "for files of more than 256 MiB")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -84,7 +86,15 @@ func runWeightsMake(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	tensors := stateDict(c)
-	n, err := writeWeights(ctx, out, c, tensors, st, seed)
+	var size int64
+	for _, t := range tensors {
+		size += t.numel() * int64(st.size)
+	}
+	progressTo, err := progressOut(*progressMode, stderr, size > 256<<20)
+	if err != nil {
+		return err
+	}
+	n, err := writeWeights(ctx, out, c, tensors, st, seed, progress.New(progressTo, "weights make", "tensors", len(tensors), progress.DefaultInterval))
 	if err != nil {
 		return err
 	}
@@ -211,7 +221,7 @@ type weightsHeadSplit struct {
 // temporary file in the same folder, renamed into place when complete, and
 // returns the file's size. Values are generated and written one tensor at a
 // time: memory does not grow with the model.
-func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, st storageType, seed uint64) (int64, error) {
+func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, st storageType, seed uint64, prog *progress.Meter) (int64, error) {
 	cfgJSON, err := json.Marshal(c)
 	if err != nil {
 		return 0, fmt.Errorf("weights: configuration: %w", err)
@@ -259,6 +269,7 @@ func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, s
 	r := rand.New(rand.NewPCG(seed, 0x5afe_7e45))
 	buf := make([]byte, 64<<10)
 	for i, t := range ts {
+		prog.Update(i)
 		left := t.numel()
 		for left > 0 {
 			if err := ctx.Err(); err != nil {
@@ -274,6 +285,7 @@ func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, s
 			left -= k
 		}
 	}
+	prog.Done(len(ts))
 	if err := w.Flush(); err != nil {
 		return 0, fmt.Errorf("weights: write %s: %w", path, err)
 	}
