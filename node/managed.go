@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,7 @@ type Managed struct {
 // NewManaged validates the parameters and creates the node's publishers
 // and subscriptions on t. Nothing is loaded until Configure.
 func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
+	ignoredQoS := cfg.Params.ApplyQoSOverrides(namespaceOf(cfg.Name))
 	if err := cfg.Params.Validate(); err != nil {
 		return nil, err
 	}
@@ -92,6 +94,9 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 	m := &Managed{cfg: cfg, log: cfg.Logger, now: cfg.Now, t: t, p: cfg.Params, nodeTick: make(chan time.Time, 1)}
 	if m.log == nil {
 		m.log = nopLogger{}
+	}
+	if len(ignoredQoS) > 0 {
+		m.log.Infof("qos_overrides for topics this node does not have, ignored: %s", strings.Join(ignoredQoS, ", "))
 	}
 	if m.now == nil {
 		m.now = time.Now

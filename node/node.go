@@ -178,6 +178,7 @@ type hostTimes struct {
 // t. The caller keeps ownership of b and closes it after Run returns.
 func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	p := cfg.Params
+	p.ApplyQoSOverrides(namespaceOf(cfg.Name))
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}

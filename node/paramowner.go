@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/fastwam/actionexpert/internal/rosparam"
@@ -157,7 +158,7 @@ func (m *Managed) SetParameters(ctx context.Context, ps []msgs.Parameter) error 
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	if q.Topics != m.cfg.Params.Topics || q.QoS != m.cfg.Params.QoS {
+	if q.Topics != m.cfg.Params.Topics || q.QoS != m.cfg.Params.QoS || !slices.Equal(q.QoSOverrides, m.cfg.Params.QoSOverrides) {
 		return errors.New("node: topics and their QoS are fixed when the node starts (restart the node to change them)")
 	}
 	if m.node != nil {

@@ -58,6 +58,9 @@ type Params struct {
 
 	Topics Topics
 	QoS    TopicQoS
+	// QoSOverrides are the standard qos_overrides.<topic>.<entity>.<policy>
+	// parameters given (ApplyQoSOverrides sets QoS from them).
+	QoSOverrides []QoSOverride
 
 	Sync SyncParams
 
@@ -661,6 +664,9 @@ func (p *Params) Set(name, yamlValue string) error {
 }
 
 func (p *Params) set(name string, v value) error {
+	if strings.HasPrefix(name, qosOverridePrefix) {
+		return p.setQoSOverride(name, v)
+	}
 	for _, d := range paramDefs() {
 		if d.name != name {
 			continue

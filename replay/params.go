@@ -53,6 +53,7 @@ func ResolveTopics(p *node.Params, namespace string) error {
 			*t.name = ns + "/" + name
 		}
 	}
+	p.ApplyQoSOverrides(namespace)
 	return nil
 }
 

@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fastwam/actionexpert/expert"
+)
+
+// qosRecorder is a Bus that records the QoS each topic is created with.
+type qosRecorder struct {
+	*Bus
+	mu  sync.Mutex
+	qos map[string]QoS
+}
+
+func (r *qosRecorder) note(t Topic) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.qos[t.Name] = t.QoS
+}
+
+func (r *qosRecorder) Subscribe(t Topic, h Handler) error { r.note(t); return r.Bus.Subscribe(t, h) }
+
+func (r *qosRecorder) SubscribeRecycled(t Topic, h Handler) error {
+	r.note(t)
+	return r.Bus.SubscribeRecycled(t, h)
+}
+
+func (r *qosRecorder) Advertise(t Topic) (Publisher, error) { r.note(t); return r.Bus.Advertise(t) }
+
+// managedQoS creates a managed node named fqn from ROS arguments and
+// returns the QoS of each topic it created.
+func managedQoS(t *testing.T, fqn string, args ...string) map[string]QoS {
+	t.Helper()
+	p := DefaultParams()
+	p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
+	if err := p.ApplyROSArgs(append([]string{"--ros-args"}, args...), "fastwam_action_expert"); err != nil {
+		t.Fatal(err)
+	}
+	rec := &qosRecorder{Bus: NewBus(), qos: map[string]QoS{}}
+	open := func(context.Context, Params) (expert.Backend, error) { return nil, errors.New("not opened in this test") }
+	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec.qos
+}
+
+// TestQoSOverrides: the standard qos_overrides parameters set the QoS of
+// the entity whose resolved topic they name, over the qos.* aliases; one
+// for a topic the node does not have is ignored; a wrong entity, policy or
+// value is refused by name.
+func TestQoSOverrides(t *testing.T) {
+	q := managedQoS(t, "/fastwam_action_expert",
+		"-p", "qos_overrides./video_kv_cache.subscription.depth:=2",
+		"-p", "qos.kv_cache.depth:=5", // the alias loses
+		"-p", "qos_overrides./action_chunk.publisher.reliability:=best_effort",
+		"-p", "qos_overrides./someone_elses_topic.subscription.depth:=7")
+	def := DefaultParams().QoS
+	if got := q["video_kv_cache"]; got.Depth != 2 || got.Reliability != def.KVCache.Reliability {
+		t.Errorf("video_kv_cache subscription QoS %v, want depth 2 and the rest the default %v", got, def.KVCache)
+	}
+	if got := q["action_chunk"]; got.Reliability != ReliabilityBestEffort || got.Depth != def.Actions.Depth {
+		t.Errorf("action_chunk publisher QoS %v, want best_effort", got)
+	}
+	if got := q["text_context"]; got != def.Context {
+		t.Errorf("text_context QoS %v, want the default %v", got, def.Context)
+	}
+	// In a namespace, the override names the resolved topic.
+	q = managedQoS(t, "/arm/fastwam_action_expert",
+		"-p", "qos_overrides./arm/video_kv_cache.subscription.depth:=3",
+		"-p", "qos_overrides./text_context.subscription.depth:=9") // not this node's: /arm/text_context
+	if q["video_kv_cache"].Depth != 3 || q["text_context"].Depth != def.Context.Depth {
+		t.Errorf("in /arm: video_kv_cache depth %d (want 3), text_context depth %d (want the default %d)",
+			q["video_kv_cache"].Depth, q["text_context"].Depth, def.Context.Depth)
+	}
+	// The override is for the subscription, not a publisher of the same topic.
+	q = managedQoS(t, "/fastwam_action_expert", "-p", "qos_overrides./video_kv_cache.publisher.depth:=4")
+	if q["video_kv_cache"].Depth != def.KVCache.Depth {
+		t.Errorf("a publisher override changed the subscription: depth %d", q["video_kv_cache"].Depth)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"qos_overrides./video_kv_cache.subscriber.depth:=2", `"subscriber" is not publisher or subscription`},
+		{"qos_overrides./video_kv_cache.subscription.deadline:=1.0", `policy "deadline" cannot be overridden on this node; the overridable ones are reliability, durability, history, depth`},
+		{"qos_overrides./video_kv_cache.subscription.depth:=0", `must be in [1, 1000], got 0`},
+		{"qos_overrides./video_kv_cache.subscription.reliability:=sometimes", `qos_overrides./video_kv_cache.subscription.reliability`},
+		{"qos_overrides.depth:=2", `want qos_overrides.<topic>.<publisher|subscription>.<policy>`},
+	} {
+		p := DefaultParams()
+		err := p.ApplyROSArgs([]string{"--ros-args", "-p", c.arg}, "fastwam_action_expert")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("-p %s: %v, want an error containing %q", c.arg, err, c.want)
+		}
+	}
+}
+
+// TestQoSOverridesInSharedParamsFile: a bringup file's qos_overrides
+// under /**, for this node's topics and for other nodes', is accepted.
+func TestQoSOverridesInSharedParamsFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bringup.yaml")
+	if err := os.WriteFile(f, []byte(`/**:
+  ros__parameters:
+    use_sim_time: true
+    qos_overrides:
+      /video_kv_cache:
+        subscription:
+          depth: 2
+          reliability: reliable
+      /scan:
+        subscription:
+          depth: 10
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := managedQoS(t, "/fastwam_action_expert", "--params-file", f)
+	if q["video_kv_cache"].Depth != 2 {
+		t.Errorf("video_kv_cache depth %d, want 2 from the shared file", q["video_kv_cache"].Depth)
+	}
+}
