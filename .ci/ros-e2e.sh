@@ -155,7 +155,7 @@ if [ "${chunks:-0}" = 8 ]; then pass "bag play gave 8 chunks (ros2 bag record co
 else fail "bag play gave ${chunks:-0} chunks, want 8 (logs $logs/bag_info.log, node.log)"; fi
 if [ "${FASTWAM_E2E_REPLAY:-1}" = 0 ]; then
   echo "SKIP $tag: fastwam replay of the recording (FASTWAM_E2E_REPLAY=0)"
-elif run replay 120 "$(ros2 pkg prefix fastwam_action_expert)/lib/fastwam_action_expert/fastwam" replay "$rec" &&
+elif run replay 120 ros2 run fastwam_action_expert fastwam replay "$rec" &&
   grep -q '^PASS' "$logs/replay.log"; then
   pass "fastwam replay of the recording: $(grep '^PASS' "$logs/replay.log")"
 else fail "fastwam replay of the recording (log $logs/replay.log)"; fi
