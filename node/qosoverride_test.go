@@ -44,7 +44,9 @@ func managedQoS(t *testing.T, fqn string, args ...string) map[string]QoS {
 		t.Fatal(err)
 	}
 	rec := &qosRecorder{Bus: NewBus(), qos: map[string]QoS{}}
-	open := func(context.Context, Params) (expert.Backend, error) { return nil, errors.New("not opened in this test") }
+	open := func(context.Context, Params) (expert.Backend, error) {
+		return nil, errors.New("not opened in this test")
+	}
 	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, rec); err != nil {
 		t.Fatal(err)
 	}
