@@ -153,15 +153,7 @@ func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log nod
 }
 
 func (pl *pipeline) onAction(data []byte) {
-	p := produced{published: published{data: data, at: pl.clock.Now()}}
-	err := p.chunk.UnmarshalCDR(data)
-	pl.mu.Lock()
-	if err != nil {
-		pl.undecoded++
-	} else {
-		pl.out = append(pl.out, p)
-	}
-	pl.mu.Unlock()
+	pl.collect(data, &pl.out)
 	select {
 	case pl.wake <- struct{}{}:
 	default:
@@ -170,16 +162,20 @@ func (pl *pipeline) onAction(data []byte) {
 
 // onRobot keeps an executable chunk; the node publishes it before the
 // model's chunk, so it is here when onAction wakes the feeder.
-func (pl *pipeline) onRobot(data []byte) {
+func (pl *pipeline) onRobot(data []byte) { pl.collect(data, &pl.robot) }
+
+// collect decodes a published chunk and appends it to *into (guarded by
+// pl.mu), or counts it as undecoded.
+func (pl *pipeline) collect(data []byte, into *[]produced) {
 	p := produced{published: published{data: data, at: pl.clock.Now()}}
 	err := p.chunk.UnmarshalCDR(data)
 	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	if err != nil {
 		pl.undecoded++
-	} else {
-		pl.robot = append(pl.robot, p)
+		return
 	}
-	pl.mu.Unlock()
+	*into = append(*into, p)
 }
 
 // robotResults returns the executable chunks published so far.
