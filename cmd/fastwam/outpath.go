@@ -115,7 +115,7 @@ func writeFile(path string, write func(io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	w := bufio.NewWriter(tmp)
+	w := bufio.NewWriterSize(tmp, 1<<20)
 	if err := write(w); err != nil {
 		return err
 	}

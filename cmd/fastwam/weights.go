@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -250,51 +248,39 @@ func writeWeights(ctx context.Context, path string, c cpu.Config, ts []tensor, s
 		hb = append(hb, strings.Repeat(" ", pad)...)
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	err = writeFile(path, func(w io.Writer) error {
+		var n8 [8]byte
+		binary.LittleEndian.PutUint64(n8[:], uint64(len(hb)))
+		if _, err := w.Write(n8[:]); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		if _, err := w.Write(hb); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		r := rand.New(rand.NewPCG(seed, 0x5afe_7e45))
+		buf := make([]byte, 64<<10)
+		for i, t := range ts {
+			prog.Update(i)
+			left := t.numel()
+			for left > 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("writing %s stopped at tensor %d of %d (%s): %w", path, i+1, len(ts), t.name, err)
+				}
+				k := min(left, int64(len(buf)/st.size))
+				for j := range k {
+					st.put(buf[j*int64(st.size):], t.base+t.scale*(2*r.Float32()-1))
+				}
+				if _, err := w.Write(buf[:k*int64(st.size)]); err != nil {
+					return fmt.Errorf("write %s: %w", path, err)
+				}
+				left -= k
+			}
+		}
+		prog.Done(len(ts))
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("weights: %w", err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	var n8 [8]byte
-	binary.LittleEndian.PutUint64(n8[:], uint64(len(hb)))
-	w.Write(n8[:])
-	w.Write(hb)
-	r := rand.New(rand.NewPCG(seed, 0x5afe_7e45))
-	buf := make([]byte, 64<<10)
-	for i, t := range ts {
-		prog.Update(i)
-		left := t.numel()
-		for left > 0 {
-			if err := ctx.Err(); err != nil {
-				return 0, fmt.Errorf("weights: writing %s stopped at tensor %d of %d (%s): %w", path, i+1, len(ts), t.name, err)
-			}
-			k := min(left, int64(len(buf)/st.size))
-			for j := range k {
-				st.put(buf[j*int64(st.size):], t.base+t.scale*(2*r.Float32()-1))
-			}
-			if _, err := w.Write(buf[:k*int64(st.size)]); err != nil {
-				return 0, fmt.Errorf("weights: write %s: %w", path, err)
-			}
-			left -= k
-		}
-	}
-	prog.Done(len(ts))
-	if err := w.Flush(); err != nil {
-		return 0, fmt.Errorf("weights: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return 0, fmt.Errorf("weights: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return 0, fmt.Errorf("weights: %w", err)
-	}
-	done = true
 	return int64(8+len(hb)) + off, nil
 }
