@@ -525,6 +525,11 @@ func TestDryRunAndStaleOutput(t *testing.T) {
 	if got := diagValue(t, st, "input_age_ms.last"); got != "1800.00" {
 		t.Errorf("input_age_ms.last %s, want 1800.00", got)
 	}
+	// The age when held is taken after the copy into the backend's
+	// inputs and before the steps: none of the 1800 ms of denoise.
+	if got := diagValue(t, st, "input_held_ms.max"); got != "0.00" {
+		t.Errorf("input_held_ms.max %s, want 0.00 (the clock only moves during the steps)", got)
+	}
 }
 
 func TestDiagnosticsContent(t *testing.T) {
@@ -568,7 +573,7 @@ func TestDiagnosticsContent(t *testing.T) {
 		}
 		return v
 	}
-	for _, q := range []string{"denoise_ms", "receive_to_publish_ms", "input_age_ms"} {
+	for _, q := range []string{"denoise_ms", "receive_to_publish_ms", "input_age_ms", "input_held_ms"} {
 		if !(num(q+".p50") <= num(q+".p95") && num(q+".p95") <= num(q+".max")) {
 			t.Errorf("%s: p50 %v p95 %v max %v not ordered", q, num(q+".p50"), num(q+".p95"), num(q+".max"))
 		}

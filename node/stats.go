@@ -73,6 +73,7 @@ type stats struct {
 	denoise window
 	r2p     window // receive to publish
 	age     window // input age at publish
+	held    window // input age when the worker held the inputs (after its copy)
 	lastAge time.Duration
 	hasAge  bool
 
@@ -152,17 +153,17 @@ func (s *stats) fail() uint64 {
 
 // publish sends the encoded chunk msg through p and, if it went out,
 // counts it with the RTC plan it was made with; see pub.
-func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age time.Duration, stale, clipped bool, rtc *RTCPlan) error {
+func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age, held time.Duration, stale, clipped bool, rtc *RTCPlan) error {
 	s.pub.Lock()
 	defer s.pub.Unlock()
 	if err := p.Publish(msg); err != nil {
 		return err
 	}
-	s.published(denoise, r2p, age, stale, clipped, rtc)
+	s.published(denoise, r2p, age, held, stale, clipped, rtc)
 	return nil
 }
 
-func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool, rtc *RTCPlan) {
+func (s *stats) published(denoise, r2p, age, held time.Duration, stale, clipped bool, rtc *RTCPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rtc.Mode != expert.RTCOff {
@@ -173,6 +174,7 @@ func (s *stats) published(denoise, r2p, age time.Duration, stale, clipped bool, 
 	s.denoise.add(denoise)
 	s.r2p.add(r2p)
 	s.age.add(age)
+	s.held.add(held)
 	s.lastAge, s.hasAge = age, true
 	if stale {
 		s.stale++
@@ -206,8 +208,12 @@ type Snapshot struct {
 	Denoise          Quantiles
 	ReceiveToPublish Quantiles
 	InputAge         Quantiles
-	LastInputAge     time.Duration
-	HasInputAge      bool
+	// InputHeld is the input age when the worker held the pair's tensors
+	// in the backend's input buffers (the copy done, before bind and the
+	// steps): the transport's share of InputAge.
+	InputHeld    Quantiles
+	LastInputAge time.Duration
+	HasInputAge  bool
 
 	// RTCChunks counts the chunks published tied to the previous one
 	// (rtc_mode replace or guided); RTCResets the previous-chunk states
@@ -264,7 +270,7 @@ func (s *stats) snapshot() Snapshot {
 	return Snapshot{
 		In: maps.Clone(s.in), Rejected: maps.Clone(s.rejected), Dropped: maps.Clone(s.dropped),
 		Paired: s.paired, RejectedPairs: s.pairRej, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
-		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(),
+		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(), InputHeld: s.held.quantiles(),
 		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
 		RTCChunks: s.rtcChunks, RTCResets: maps.Clone(s.rtcResets),
 		RTCLastShift: s.rtcLastShift, RTCLastDelay: s.rtcLastDelay, RTCHasLast: s.rtcHasLast,

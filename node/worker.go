@@ -94,6 +94,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 	case !copied:
 		return
 	}
+	held := n.now().Sub(p.kv.stamp)
 	// The keys and values are in the backend's buffers now: the 72 MB
 	// message goes back to the transport for the next one while this
 	// chunk is denoised.
@@ -202,7 +203,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			return
 		}
 	}
-	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, stale, clipped, &n.rtc.plan); err != nil {
+	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, held, stale, clipped, &n.rtc.plan); err != nil {
 		n.rtcDrop(RTCResetFailed)
 		if c := n.stats.fail(); c == 1 || c%100 == 0 {
 			n.log.Errorf("chunk %d: publish %s: %v (%d failures so far)", seq, n.p.Topics.Actions, err, c)
