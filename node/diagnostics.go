@@ -140,6 +140,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	}
 	kv = append(kv, msgs.KeyValue{Key: "input_age_ms.last", Value: age})
 	kv = appendQuantiles(kv, "input_age_ms", s.InputAge)
+	kv = appendQuantiles(kv, "input_paired_ms", s.InputPaired)
 	kv = appendQuantiles(kv, "input_held_ms", s.InputHeld)
 	kv = appendRTC(kv, p, s)
 	kv = appendActions(kv, p, s)

@@ -834,3 +834,50 @@ func TestNewChecksConfiguration(t *testing.T) {
 		t.Errorf("topic type clash: %v", err)
 	}
 }
+
+// TestInputAgeWhenPairedAndHeld checks the two transport latencies of
+// /diagnostics: input_paired_ms counts to the later of the two arrivals,
+// whichever input it is, and input_held_ms to the end of the worker's copy,
+// before the steps (which advance the clock by 600 ms each here).
+func TestInputAgeWhenPairedAndHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		kvFirst   bool
+		wantPair  string
+		wantAgeMs float32
+	}{
+		{"cache first", true, "350.00", 2150},
+		{"context first", false, "350.00", 2150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tinyDims()
+			clock := newFakeClock()
+			b := newTestBackend(d)
+			b.onStep = func() { clock.Advance(600 * time.Millisecond) }
+			h := newHarness(t, testParams(), b, withClock(clock))
+			h.waitState(StateActive)
+			in := makeInputs(d, 1, clock.Now())
+			clock.Advance(100 * time.Millisecond)
+			if tc.kvFirst {
+				h.sendKV(in.kv)
+			} else {
+				h.sendCtx(in.ctx)
+			}
+			clock.Advance(250 * time.Millisecond)
+			if tc.kvFirst {
+				h.sendCtx(in.ctx)
+			} else {
+				h.sendKV(in.kv)
+			}
+			if m := h.waitChunk(); m.InputAgeMs != tc.wantAgeMs {
+				t.Errorf("input_age_ms %v, want %v (350 ms to the pair, 3 steps of 600 ms)", m.InputAgeMs, tc.wantAgeMs)
+			}
+			st := h.diag()
+			for k, want := range map[string]string{"input_paired_ms.max": tc.wantPair, "input_held_ms.max": "350.00"} {
+				if got := diagValue(t, st, k); got != want {
+					t.Errorf("%s = %s, want %s", k, got, want)
+				}
+			}
+		})
+	}
+}

@@ -22,6 +22,16 @@ func (p *pair) firstRecv(policy SyncPolicy) time.Time {
 	return p.kv.mono
 }
 
+// lastRecv is when the node had both inputs of the pair, on the node's
+// clock: the later arrival for an exact pair, the cache's arrival for a
+// latest-context one.
+func (p *pair) lastRecv(policy SyncPolicy) time.Time {
+	if policy == SyncExact && p.ctx.recv.After(p.kv.recv) {
+		return p.ctx.recv
+	}
+	return p.kv.recv
+}
+
 // dropFunc reports a valid input that will never be paired.
 type dropFunc func(topic string, why Drop)
 

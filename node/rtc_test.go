@@ -271,7 +271,7 @@ func TestRTCChoose(t *testing.T) {
 		r.published(t0, 9, prev)
 		st = newStats()
 		for _, v := range c.r2p {
-			st.published(0, 0, v, 0, false, false, &RTCPlan{}) // the input age, not receive to publish
+			st.published(latencies{age: v}, false, false, &RTCPlan{}) // the input age, not receive to publish
 		}
 		why, reset := r.choose(t0.Add(c.after), st)
 		if c.reset != "" {
@@ -475,7 +475,7 @@ func BenchmarkRTCPlan(b *testing.B) {
 	p.RTC.Mode = expert.RTCGuided
 	st := newStats()
 	for i := range windowSize {
-		st.published(0, time.Duration(i*37%windowSize)*time.Millisecond, 0, 0, false, false, &RTCPlan{}) // unsorted
+		st.published(latencies{r2p: time.Duration(i*37%windowSize) * time.Millisecond}, false, false, &RTCPlan{}) // unsorted
 	}
 	r := newRTCState(p, d)
 	x := expert.Noise(1, d.LatentLen())

@@ -70,12 +70,13 @@ type stats struct {
 	refused      map[string]uint64 // chunks refused by the actions.* limits, by reason
 	robotClamped uint64            // executable chunks published with a value clamped by the limits
 
-	denoise window
-	r2p     window // receive to publish
-	age     window // input age at publish
-	held    window // input age when the worker held the inputs (after its copy)
-	lastAge time.Duration
-	hasAge  bool
+	denoise   window
+	r2p       window // receive to publish
+	age       window // input age at publish
+	pairedAge window // input age when the pair's later input arrived
+	held      window // input age when the worker held the inputs (after its copy)
+	lastAge   time.Duration
+	hasAge    bool
 
 	rtcChunks    uint64 // published tied to the previous chunk
 	rtcResets    map[RTCReset]uint64
@@ -153,17 +154,22 @@ func (s *stats) fail() uint64 {
 
 // publish sends the encoded chunk msg through p and, if it went out,
 // counts it with the RTC plan it was made with; see pub.
-func (s *stats) publish(p Publisher, msg []byte, denoise, r2p, age, held time.Duration, stale, clipped bool, rtc *RTCPlan) error {
+// latencies are a published chunk's measured times (see Snapshot).
+type latencies struct {
+	denoise, r2p, age, paired, held time.Duration
+}
+
+func (s *stats) publish(p Publisher, msg []byte, lt latencies, stale, clipped bool, rtc *RTCPlan) error {
 	s.pub.Lock()
 	defer s.pub.Unlock()
 	if err := p.Publish(msg); err != nil {
 		return err
 	}
-	s.published(denoise, r2p, age, held, stale, clipped, rtc)
+	s.published(lt, stale, clipped, rtc)
 	return nil
 }
 
-func (s *stats) published(denoise, r2p, age, held time.Duration, stale, clipped bool, rtc *RTCPlan) {
+func (s *stats) published(lt latencies, stale, clipped bool, rtc *RTCPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rtc.Mode != expert.RTCOff {
@@ -171,11 +177,12 @@ func (s *stats) published(denoise, r2p, age, held time.Duration, stale, clipped 
 		s.rtcLastShift, s.rtcLastDelay, s.rtcHasLast = rtc.Shift, rtc.Delay, true
 	}
 	s.out++
-	s.denoise.add(denoise)
-	s.r2p.add(r2p)
-	s.age.add(age)
-	s.held.add(held)
-	s.lastAge, s.hasAge = age, true
+	s.denoise.add(lt.denoise)
+	s.r2p.add(lt.r2p)
+	s.age.add(lt.age)
+	s.pairedAge.add(lt.paired)
+	s.held.add(lt.held)
+	s.lastAge, s.hasAge = lt.age, true
 	if stale {
 		s.stale++
 	}
@@ -208,6 +215,9 @@ type Snapshot struct {
 	Denoise          Quantiles
 	ReceiveToPublish Quantiles
 	InputAge         Quantiles
+	// InputPaired is the input age when the node had both inputs of the
+	// pair (the later one's arrival; the cache's with sync.policy latest).
+	InputPaired Quantiles
 	// InputHeld is the input age when the worker held the pair's tensors
 	// in the backend's input buffers (the copy done, before bind and the
 	// steps): the transport's share of InputAge.
@@ -270,7 +280,7 @@ func (s *stats) snapshot() Snapshot {
 	return Snapshot{
 		In: maps.Clone(s.in), Rejected: maps.Clone(s.rejected), Dropped: maps.Clone(s.dropped),
 		Paired: s.paired, RejectedPairs: s.pairRej, Out: s.out, Failed: s.failed, Stale: s.stale, Clipped: s.clipped,
-		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(), InputHeld: s.held.quantiles(),
+		Denoise: s.denoise.quantiles(), ReceiveToPublish: s.r2p.quantiles(), InputAge: s.age.quantiles(), InputPaired: s.pairedAge.quantiles(), InputHeld: s.held.quantiles(),
 		LastInputAge: s.lastAge, HasInputAge: s.hasAge,
 		RTCChunks: s.rtcChunks, RTCResets: maps.Clone(s.rtcResets),
 		RTCLastShift: s.rtcLastShift, RTCLastDelay: s.rtcLastDelay, RTCHasLast: s.rtcHasLast,

@@ -203,7 +203,7 @@ func (n *Node) process(ctx context.Context, p *pair) {
 			return
 		}
 	}
-	if err := n.stats.publish(n.actions, buf, denoise, r2p, age, held, stale, clipped, &n.rtc.plan); err != nil {
+	if err := n.stats.publish(n.actions, buf, latencies{denoise: denoise, r2p: r2p, age: age, paired: p.lastRecv(n.p.Sync.Policy).Sub(p.kv.stamp), held: held}, stale, clipped, &n.rtc.plan); err != nil {
 		n.rtcDrop(RTCResetFailed)
 		if c := n.stats.fail(); c == 1 || c%100 == 0 {
 			n.log.Errorf("chunk %d: publish %s: %v (%d failures so far)", seq, n.p.Topics.Actions, err, c)

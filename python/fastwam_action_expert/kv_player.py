@@ -386,28 +386,37 @@ def main(argv: Optional[List[str]] = None) -> int:
             time.sleep(0.05)
         period = 1.0 / args.rate
         next_at = time.monotonic()
+        obs = None
         while rclpy.ok() and (args.count == 0 or sent < args.count):
-            obs = producer.observe(
-                golden['keys'],
-                golden['values'],
-                golden['context'],
-                golden['mask'],
-                instruction=args.instruction,
-                visible_video_tokens=golden['visible_video_tokens'],
-            )
-            if shm:  # the tensors into the next slot, a descriptor on the topic
-                kv = shm.publish(
+            # The inputs are checked once, at the first observation; later ones reuse them with
+            # a fresh stamp and seq (a second scan of 72 MB would only add to the input age).
+            if obs is None:
+                obs = producer.observe(
                     golden['keys'],
                     golden['values'],
-                    stamp_ns=obs.stamp[0] * 1_000_000_000 + obs.stamp[1],
-                    seq=obs.seq,
+                    golden['context'],
+                    golden['mask'],
+                    instruction=args.instruction,
                     visible_video_tokens=golden['visible_video_tokens'],
                 )
             else:
-                kv = obs.video_kv_cache_cdr()
+                obs = producer.again(obs)
+            # The context first: its 2 MB travel while the 72 MB are written or serialized.
             ctx = obs.text_context_cdr()
-            pubs[0].publish(kv)
             pubs[1].publish(ctx)
+            if shm:  # the tensors into the next slot (one copy), a descriptor on the topic
+                dk, dv = shm.begin()
+                dk[...] = obs.keys
+                dv[...] = obs.values
+                del dk, dv
+                kv = shm.commit(
+                    obs.stamp[0] * 1_000_000_000 + obs.stamp[1],
+                    seq=obs.seq,
+                    visible_video_tokens=obs.visible_video_tokens,
+                )
+            else:
+                kv = obs.video_kv_cache_cdr()
+            pubs[0].publish(kv)
             sent += 1
             log.info(
                 f'published seq {obs.seq} stamp {obs.stamp[0]}.{obs.stamp[1]:09d} '

@@ -262,6 +262,29 @@ class ProducerTests(unittest.TestCase):
             p.observe(k[:, 0], v, x, m, stamp_ns=2 * 10**18)
         self.assertEqual(p.observe(k, v, x, m, stamp_ns=2 * 10**18).seq, 9)
 
+    def test_again(self):
+        ticks = iter([10**18 + 5, 10**18 + 9, 10**18 + 9, 10**18 + 20])
+        p = P.Producer(clock=lambda: next(ticks), first_seq=3, frame_id='cam')
+        k, v = kv()
+        x, m = ctx()
+        a = p.observe(k, v, x, m, instruction='pick', visible_video_tokens=1)
+        b = p.again(a)
+        self.assertEqual((b.seq, b.stamp), (4, (10**9, 9)))
+        # The arrays are a's (checked once, not copied), and so is the rest but stamp and seq.
+        self.assertIs(b.keys, a.keys)
+        self.assertIs(b.context, a.context)
+        self.assertEqual((b.instruction, b.frame_id, b.visible_video_tokens), ('pick', 'cam', 1))
+        self.assertEqual(b.text_context_cdr()[4:12], struct.pack('<iI', 10**9, 9))
+        self.assertEqual((a.seq, a.stamp), (3, (10**9, 5)))  # a itself unchanged
+        # The stamp rule holds as for observe: a clock standing still consumes no seq.
+        with self.assertRaisesRegex(P.ContractError, r'does not follow'):
+            p.again(b)
+        self.assertEqual(p.again(b).seq, 5)
+        with self.assertRaisesRegex(P.ContractError, r'want an Observation'):
+            p.again((k, v))
+        with self.assertRaisesRegex(P.ContractError, r'this producer sends float16'):
+            P.Producer(f16=True).again(a)
+
     def test_f16_flag(self):
         p = P.Producer(f16=True, clock=lambda: 10**9)
         k, v = kv()
