@@ -220,6 +220,12 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 			Context:     make([]float32, d.ContextLen()),
 			ContextMask: make([]bool, d.ContextTokens),
 		}
+		// Written once now, so that the first chunk's copy does not take
+		// the page faults of fresh memory: 72 MB of them made the first
+		// full-size pair's copy 200 ms instead of 5 ms.
+		clear(n.chunk.VideoKeys)
+		clear(n.chunk.VideoValues)
+		clear(n.chunk.Context)
 	}
 	if n.log == nil {
 		n.log = nopLogger{}
