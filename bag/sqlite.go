@@ -87,6 +87,9 @@ type sqliteFile struct {
 	topics map[int64]*sqliteTopic
 	ids    []int64 // topic ids, ascending
 
+	start    int64 // the first timestamp of the walk (0 if not an integer)
+	anyStart bool  // whether the table holds any row
+
 	batch   []sqliteRow // rows fetched and not yet returned
 	last    *sqliteRow  // the last row fetched, where the next batch starts
 	walkEnd bool        // the walk has fetched every row
@@ -148,7 +151,27 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 	if err := f.countMessages(ctx); err != nil {
 		return nil, err
 	}
+	if err := f.firstTimestamp(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// firstTimestamp reads the timestamp the walk starts at. SQLite orders
+// NULL before numbers and numbers before text and blobs, so when the first
+// row's timestamp is an integer no row has an earlier one; when it is not,
+// the walk refuses that row, and the start is taken as 0.
+func (f *sqliteFile) firstTimestamp(ctx context.Context) error {
+	var ts sql.NullInt64
+	err := f.db.QueryRowContext(ctx, `SELECT CASE WHEN typeof(timestamp) = 'integer' AND timestamp >= 0 THEN timestamp END FROM messages ORDER BY timestamp, id LIMIT 1`).Scan(&ts)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return f.queryErr(ctx, "read the first timestamp", err)
+	}
+	f.start, f.anyStart = ts.Int64, true
+	return nil
 }
 
 func (f *sqliteFile) errorf(format string, args ...any) error {
@@ -352,6 +375,10 @@ func (f *sqliteFile) countMessages(ctx context.Context) error {
 
 // path names the file in errors.
 func (f *sqliteFile) path() string { return f.name }
+
+// startTime returns the first timestamp of the walk (the walk's order
+// checks the rest), and whether the table holds any row.
+func (f *sqliteFile) startTime() (uint64, bool) { return uint64(f.start), f.anyStart }
 
 // fileTopics lists the topics in id order.
 func (f *sqliteFile) fileTopics() ([]Topic, error) {
