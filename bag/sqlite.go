@@ -3,7 +3,6 @@ package bag
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -72,15 +71,17 @@ type sqliteTopic struct {
 
 // sqliteRow is one message row of the walk, without its data.
 type sqliteRow struct {
-	id, topicID, timestamp int64
-	size                   int64
+	id, rowid, topicID, timestamp int64
+	size                          int64
 }
 
 // sqliteFile yields the messages of one rosbag2 sqlite3 database in
 // (timestamp, id) order.
 type sqliteFile struct {
 	name  string
+	dsn   string
 	db    *sql.DB
+	blobs *blobReader // the connection that reads messages' data, opened by the first read
 	limit int64
 	want  map[string]bool
 
@@ -133,7 +134,7 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 	if err != nil {
 		return nil, fmt.Errorf("bag: %s: open SQLite database: %w", path, err)
 	}
-	f := &sqliteFile{name: path, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
+	f := &sqliteFile{name: path, dsn: dsn, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -223,6 +224,15 @@ func (f *sqliteFile) checkTables(ctx context.Context) error {
 			return f.errorf("%s is a %s, want a table (as rosbag2 writes it)", t, kinds[t])
 		}
 	}
+	// The data is read by row id (see blobReader).
+	var withoutRowID int64
+	err = f.db.QueryRowContext(ctx, `SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = 'messages'`).Scan(&withoutRowID)
+	if err != nil {
+		return f.queryErr(ctx, "read the schema", err)
+	}
+	if withoutRowID != 0 {
+		return f.errorf("messages is a WITHOUT ROWID table, want a table with row ids (as rosbag2 writes it)")
+	}
 	want := map[string][]sqliteColumn{
 		"topics":   {{"id", true}, {"name", false}, {"type", false}, {"serialization_format", false}},
 		"messages": {{"id", true}, {"topic_id", false}, {"timestamp", false}, {"data", false}},
@@ -241,6 +251,15 @@ func (f *sqliteFile) checkTables(ctx context.Context) error {
 				return f.errorf("column %s.%s is a generated or hidden column, want a stored one", table, c.name)
 			case c.pk && got.pk != 1:
 				return f.errorf("column %s.%s is not the table's primary key (as rosbag2 declares it)", table, c.name)
+			}
+		}
+		if table == "messages" {
+			// The data is read by row id (see blobReader): no column may
+			// take the name by which the walk asks for it.
+			for name := range cols {
+				if n := strings.ToLower(name); n == "rowid" || n == "oid" || n == "_rowid_" {
+					return f.errorf("table messages has a column named %s, which hides SQLite's row id (rosbag2 declares none)", name)
+				}
 			}
 		}
 		if table == "topics" {
@@ -396,6 +415,10 @@ func (f *sqliteFile) close() error {
 	}
 	err := f.db.Close()
 	f.db = nil
+	if f.blobs != nil {
+		err = errors.Join(err, f.blobs.close())
+		f.blobs = nil
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
@@ -407,7 +430,7 @@ func (f *sqliteFile) close() error {
 // rosbag2 writes it this walks timestamp_idx (whose entries end with the
 // row id), without sorting.
 const (
-	sqliteWalkColumns = `SELECT CASE WHEN typeof(id) = 'integer' THEN id END, typeof(id), ` +
+	sqliteWalkColumns = `SELECT CASE WHEN typeof(id) = 'integer' THEN id END, typeof(id), rowid, ` +
 		`CASE WHEN typeof(topic_id) = 'integer' THEN topic_id END, ` +
 		`CASE WHEN typeof(timestamp) = 'integer' THEN timestamp END, typeof(timestamp), typeof(data), length(data) FROM messages`
 	sqliteWalkFirst = sqliteWalkColumns + ` ORDER BY timestamp, id LIMIT ?`
@@ -435,7 +458,7 @@ func (f *sqliteFile) fetch(ctx context.Context) error {
 		var r sqliteRow
 		var idKind, tsKind, dataKind string
 		var id, topicID, ts, size sql.NullInt64
-		if err := rows.Scan(&id, &idKind, &topicID, &ts, &tsKind, &dataKind, &size); err != nil {
+		if err := rows.Scan(&id, &idKind, &r.rowid, &topicID, &ts, &tsKind, &dataKind, &size); err != nil {
 			return f.queryErr(ctx, "read the messages", err)
 		}
 		r.id, r.topicID, r.timestamp, r.size = id.Int64, topicID.Int64, ts.Int64, size.Int64
@@ -492,15 +515,16 @@ func (f *sqliteFile) nextMessage(ctx context.Context) (Message, error) {
 		if r.size > f.limit {
 			return Message{}, f.errorf("message %d (topic %s) has %d bytes, more than the %d-byte limit", r.id, t.Name, r.size, f.limit)
 		}
-		data, size, err := f.readData(ctx, r.id)
-		switch {
-		case err != nil:
-			return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
-		case size != r.size || int64(len(data)) != size:
-			return Message{}, f.errorf("message %d changed while it was read (%d bytes, then %d)", r.id, r.size, size)
+		if f.blobs == nil {
+			b, err := openBlobReader(f.dsn)
+			if err != nil {
+				return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
+			}
+			f.blobs = b
 		}
-		if data == nil {
-			data = []byte{}
+		data, err := f.blobs.readBlob(ctx, r.rowid, r.size)
+		if err != nil {
+			return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
 		}
 		ns := uint64(r.timestamp)
 		m := Message{Topic: t.Name, Type: t.Type, Data: data[:len(data):len(data)], logTime: ns, publishTime: ns}
@@ -508,65 +532,4 @@ func (f *sqliteFile) nextMessage(ctx context.Context) (Message, error) {
 		m.PublishTime = m.LogTime
 		return m, nil
 	}
-}
-
-// sqliteReadData reads one message's data, unless it has grown past the
-// limit since the walk measured it, and its length.
-const sqliteReadData = `SELECT CASE WHEN length(data) <= ? THEN data END, length(data) FROM messages WHERE id = ?`
-
-// readData reads the data of message id, and its length, through the
-// driver's own rows rather than database/sql's: Scan into a *[]byte copies
-// the driver's slice once more, and for a blob of hundreds of megabytes
-// that copy was a third of the peak memory (SQLite materializes the value,
-// the driver copies it out of SQLite's heap into a Go slice, Scan copied
-// that again: 932 MB to read one 300 MB message). The driver's slice is
-// the caller's to keep: the query returns one row and is closed at once,
-// and database/sql/driver's contract for Rows.Next is that closing the
-// rows does not modify a buffer held in dest; modernc.org/sqlite makes a
-// new slice for every blob it returns (conn.columnBlob); TestSQLiteBagRead
-// compares every message after reading them all.
-func (f *sqliteFile) readData(ctx context.Context, id int64) (data []byte, size int64, err error) {
-	conn, err := f.db.Conn(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer func() {
-		if cerr := conn.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	err = conn.Raw(func(dc any) error {
-		q, ok := dc.(driver.QueryerContext)
-		if !ok {
-			return fmt.Errorf("the SQLite driver's connection (%T) cannot run a query", dc)
-		}
-		rows, err := q.QueryContext(ctx, sqliteReadData, []driver.NamedValue{{Ordinal: 1, Value: f.limit}, {Ordinal: 2, Value: id}})
-		if err != nil {
-			return err
-		}
-		dest := make([]driver.Value, 2)
-		err = rows.Next(dest)
-		// Closing the statement frees SQLite's own copy of the value.
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-		switch {
-		case errors.Is(err, io.EOF):
-			return fmt.Errorf("the message is no longer there")
-		case err != nil:
-			return err
-		}
-		switch v := dest[0].(type) {
-		case []byte:
-			data = v
-		case nil:
-		default:
-			return fmt.Errorf("its data came back as %T, want a blob", v)
-		}
-		if size, ok = dest[1].(int64); !ok {
-			return fmt.Errorf("its length came back as %T, want an integer", dest[1])
-		}
-		return nil
-	})
-	return data, size, err
 }
