@@ -107,9 +107,10 @@ func timedBag(t *testing.T, sqlite bool, times [][]time.Duration) (string, []wri
 }
 
 // TestManyFilesOneOpen reads bags of 300 files that follow one another in
-// time and checks that the reader holds at most two of them open at once
-// (one while it reads a file, two while it opens the next) while opening
-// the bag and while reading it: it opened all 300 at once before.
+// time and counts the descriptors the reader holds: one after Open, and
+// while reading at most two (one file: an MCAP file takes one, a sqlite3
+// database two, the walk's connection and the blob reads'). It held all
+// 300 files open from Open to Close before.
 func TestManyFilesOneOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -137,7 +138,7 @@ func TestManyFilesOneOpen(t *testing.T) {
 			}
 			defer r.Close()
 			if n := openFDs(t) - base; n > 1 {
-				t.Errorf("the open bag holds %d files open, want 1", n)
+				t.Errorf("the open bag holds %d descriptors, want 1", n)
 			}
 			if tp := r.Topics(); len(tp) != 1 || tp[0].MessageCount != 600 {
 				t.Errorf("topics %+v, want one with 600 messages", tp)
@@ -152,15 +153,15 @@ func TestManyFilesOneOpen(t *testing.T) {
 				most = max(most, openFDs(t)-base)
 			}
 			checkMessages(t, got, want)
-			t.Logf("at most %d files open while reading", most)
+			t.Logf("at most %d descriptors open while reading", most)
 			if most > 2 {
-				t.Errorf("%d files open at once while reading, want at most 2", most)
+				t.Errorf("%d descriptors open at once while reading, want at most 2", most)
 			}
 			if err := r.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if n := openFDs(t) - base; n > 0 {
-				t.Errorf("%d files left open after Close", n)
+				t.Errorf("%d descriptors left open after Close", n)
 			}
 		})
 	}

@@ -42,7 +42,8 @@ import (
 // is read, so no blob larger than ReaderOptions.MaxChunkBytes and no topic
 // text larger than maxTopicText is ever loaded; messages are walked in
 // batches of small rows (ids, times, sizes) with each message's data read
-// alone, and every query runs under the caller's context.
+// alone, by row id, with SQLite's incremental blob I/O (sqliteblob.go), so
+// it is held once; and every query runs under the caller's context.
 
 // StorageSQLite3 is the storage_identifier of rosbag2's sqlite3 storage in
 // metadata.yaml.
