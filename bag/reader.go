@@ -185,12 +185,12 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 			return nil, err
 		}
 		lists = append(lists, ts)
-		start, any := src.startTime()
-		bf.start, bf.done = start, !any
+		start, has := src.startTime()
+		bf.start, bf.done = start, !has
 		// The first file stays open, so that a bag of one file is opened
 		// (and, without a summary, scanned) once; the others are reopened
 		// when their messages are reached.
-		if i == 0 && any {
+		if i == 0 && has {
 			bf.src = src
 			continue
 		}
