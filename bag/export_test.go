@@ -4,9 +4,10 @@ package bag
 // one file of r held at a time so far.
 func PeakHeldBytes(r *Reader) int64 {
 	var peak int64
-	for _, s := range r.files {
-		if f, ok := s.(*fileReader); ok {
-			peak = max(peak, f.peakHeld)
+	for _, bf := range r.files {
+		peak = max(peak, bf.peakHeld)
+		if m, ok := bf.src.(*mcapSource); ok {
+			peak = max(peak, m.peakHeld)
 		}
 	}
 	return peak
@@ -15,9 +16,9 @@ func PeakHeldBytes(r *Reader) int64 {
 // HeldBytes returns the decompressed chunk bytes the files of r hold now.
 func HeldBytes(r *Reader) int64 {
 	var n int64
-	for _, s := range r.files {
-		if f, ok := s.(*fileReader); ok {
-			n += f.held
+	for _, bf := range r.files {
+		if m, ok := bf.src.(*mcapSource); ok {
+			n += m.held
 		}
 	}
 	return n

@@ -222,7 +222,7 @@ func (f *fileReader) readHeaderAndFooter() error {
 		return err
 	}
 	if !bytes.Equal(magic, mcap.Magic) {
-		// An SQLite database was told apart before (Reader.openSource).
+		// An SQLite database was told apart before (Reader.openBagFile).
 		return f.errorf("not an MCAP file (bad magic % x) nor an SQLite 3 database: want a rosbag2 .mcap or .db3 file", magic)
 	}
 	tail, err := f.readAt(f.size-magicLen-recordPrefixLen-footerBodyLen, magicLen+recordPrefixLen+footerBodyLen)
@@ -922,6 +922,19 @@ func (f *fileReader) close() error {
 
 // path names the file in errors.
 func (f *fileReader) path() string { return f.name }
+
+// startTime returns the earliest start time of the file's chunks (loadChunk
+// checks every message against its chunk's range), or 0 for a file read
+// linearly, which has no index to say it.
+func (f *fileReader) startTime() (uint64, bool) {
+	switch {
+	case f.linear:
+		return 0, true
+	case len(f.chunks) > 0:
+		return f.chunks[0].MessageStartTime, true // sorted by start time
+	}
+	return 0, false
+}
 
 // fileTopics lists the file's channels in channel id order, with their
 // schemas, QoS profiles and message counts.

@@ -73,6 +73,17 @@ type Topic struct {
 // order: a message earlier than the one before it is refused (such a file
 // has no index to sort by; rosbag2 and Writer never write one).
 //
+// Of a bag of several files, the reader holds open only the files that
+// may hold the next message: each file is opened once by OpenWith, for its
+// topics and the earliest log time it can hold, and closed again (the
+// first one listed stays open); Next opens it again when the messages it
+// returns reach that time, checking that it is the same file, unchanged,
+// and closes it after its last message. A bag split as rosbag2 splits a
+// recording, each file after the one before, needs one open file at a
+// time however many it has (at most 4096); files whose times overlap are
+// open together while they overlap. A file read linearly (see above) has
+// no index to give its earliest time and is opened at the first Next.
+//
 // Only channels with message encoding "cdr" are read: opening a bag (or
 // reading on) fails, naming the topic and its encoding, when a wanted
 // topic (see ReaderOptions.Topics) has another one.
@@ -80,12 +91,30 @@ type Topic struct {
 // A Reader is not safe for concurrent use.
 type Reader struct {
 	meta   *Metadata
-	files  []source
-	osf    []*os.File
-	heads  []*Message
-	done   []bool
+	files  []*bagFile
 	topics []Topic
+	limit  int64
+	want   map[string]bool
 	err    error
+}
+
+// bagFile is one file of a bag and how far it has been read. A file is
+// open only while it may hold the next message: OpenWith opens each file
+// in turn for its topics and the earliest log time it can hold (start),
+// and closes it again (all but the first); Next opens a file when the
+// messages it returns reach that file's start, and closes it at its end.
+// A bag whose files follow one another in time, as rosbag2 splits them,
+// therefore holds one file open at a time (two where one ends at the log
+// time the next begins), however many it lists.
+type bagFile struct {
+	path  string
+	st    os.FileInfo // the file as OpenWith found it; a reopened file must be the same
+	start uint64      // no message of the file has an earlier log time
+	src   source      // nil while the file is closed
+	head  *Message    // the file's next message, read and not yet returned
+	done  bool        // every message of the file was returned (or it has none)
+
+	peakHeld int64 // the largest peak of decompressed bytes of its closed readers (tests)
 }
 
 // source is one file of a bag: an MCAP file (fileReader) or an SQLite
@@ -98,6 +127,10 @@ type source interface {
 	fileTopics() ([]Topic, error)
 	// path names the file in errors.
 	path() string
+	// startTime returns a log time no message of the file is earlier
+	// than, checked as the messages are read, and whether the file may
+	// hold any message.
+	startTime() (uint64, bool)
 	close() error
 }
 
@@ -135,30 +168,65 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{meta: meta}
-	for _, p := range paths {
-		src, err := r.openSource(ctx, p, limit, want)
+	r := &Reader{meta: meta, limit: limit, want: want}
+	lists := make([][]Topic, 0, len(paths))
+	for i, p := range paths {
+		bf := &bagFile{path: p}
+		r.files = append(r.files, bf)
+		src, err := r.openBagFile(ctx, bf)
 		if err != nil {
 			r.Close()
 			return nil, err
 		}
-		r.files = append(r.files, src)
+		ts, err := src.fileTopics()
+		if err != nil {
+			src.close()
+			r.Close()
+			return nil, err
+		}
+		lists = append(lists, ts)
+		start, has := src.startTime()
+		bf.start, bf.done = start, !has
+		// The first file stays open, so that a bag of one file is opened
+		// (and, without a summary, scanned) once; the others are reopened
+		// when their messages are reached.
+		if i == 0 && has {
+			bf.src = src
+			continue
+		}
+		if err := src.close(); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("bag: close: %w", err)
+		}
 	}
-	r.heads = make([]*Message, len(r.files))
-	r.done = make([]bool, len(r.files))
-	if r.topics, err = mergeTopics(r.files); err != nil {
+	if r.topics, err = mergeTopics(lists, paths); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-// openSource opens one file of a bag as MCAP or SQLite, as its first bytes
-// say.
-func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map[string]bool) (source, error) {
+// openBagFile opens one file of a bag as MCAP or SQLite, as its first bytes
+// say. The first time, it records what the file is (bf.st); when the file
+// is opened again to read its messages, it must be that same file,
+// unchanged.
+func (r *Reader) openBagFile(ctx context.Context, bf *bagFile) (source, error) {
+	p := bf.path
 	f, size, err := regfile.Open(p, "a bag file (.mcap or .db3)")
 	if err != nil {
 		return nil, fmt.Errorf("bag: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bag: %w", err)
+	}
+	if bf.st == nil {
+		bf.st = st
+	} else if !os.SameFile(bf.st, st) || st.Size() != bf.st.Size() || !st.ModTime().Equal(bf.st.ModTime()) {
+		f.Close()
+		return nil, fmt.Errorf("bag: %s changed since the bag was opened (%d bytes, modified %s; now %d bytes, modified %s, or another file): it was opened again to read its messages",
+			p, bf.st.Size(), bf.st.ModTime().Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
 	}
 	head := make([]byte, len(sqliteMagic))
 	n, _ := f.ReadAt(head, 0)
@@ -167,15 +235,47 @@ func (r *Reader) openSource(ctx context.Context, p string, limit int64, want map
 		if r.meta != nil && r.meta.StorageIdentifier != StorageSQLite3 {
 			return nil, fmt.Errorf("bag: %s is an SQLite database, but %s says storage %q", p, MetadataFile, r.meta.StorageIdentifier)
 		}
-		return openSQLite(ctx, p, limit, want)
+		return openSQLite(ctx, p, r.limit, r.want)
 	}
 	if r.meta != nil && r.meta.StorageIdentifier == StorageSQLite3 {
 		f.Close()
 		return nil, fmt.Errorf("bag: %s is not an SQLite 3 database (it starts %q, want %q), but %s says storage %q",
 			p, head[:n], sqliteMagic, MetadataFile, StorageSQLite3)
 	}
-	r.osf = append(r.osf, f)
-	return openFile(ctx, f, size, p, limit, want)
+	fr, err := openFile(ctx, f, size, p, r.limit, r.want)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &mcapSource{fileReader: fr, file: f}, nil
+}
+
+// mcapSource is an MCAP file's reader with the file it reads, closed
+// together.
+type mcapSource struct {
+	*fileReader
+	file *os.File
+}
+
+func (m *mcapSource) close() error {
+	return errors.Join(m.fileReader.close(), m.file.Close())
+}
+
+// closeFile closes a file that has been read to its end.
+func (r *Reader) closeFile(bf *bagFile) error {
+	bf.done = true
+	if bf.src == nil {
+		return nil
+	}
+	if m, ok := bf.src.(*mcapSource); ok {
+		bf.peakHeld = max(bf.peakHeld, m.peakHeld)
+	}
+	err := bf.src.close()
+	bf.src = nil
+	if err != nil {
+		return fmt.Errorf("bag: close: %w", err)
+	}
+	return nil
 }
 
 // bagFiles resolves path to the MCAP files to read and the bag's metadata
@@ -257,29 +357,24 @@ func insideFolder(dir, file string) error {
 	return nil
 }
 
-// mergeTopics lists the topics of all files, in id order of the first
-// file that has them, with summed message counts.
-func mergeTopics(files []source) ([]Topic, error) {
-	// Each file's list is made once, and the merged list and its index are
-	// sized for all of them at once: growing them topic by topic cost
-	// 48 MB of allocations for the 65,535 channels of a 2.3 MB file.
-	lists := make([][]Topic, len(files))
-	total := 0
-	for i, f := range files {
-		ts, err := f.fileTopics()
-		if err != nil {
-			return nil, err
-		}
-		lists[i] = ts
-		total += len(ts)
-	}
-	if len(files) == 1 {
+// mergeTopics lists the topics of all files (lists, one per file of
+// paths), in id order of the first file that has them, with summed
+// message counts.
+func mergeTopics(lists [][]Topic, paths []string) ([]Topic, error) {
+	// The merged list and its index are sized for all files at once:
+	// growing them topic by topic cost 48 MB of allocations for the
+	// 65,535 channels of a 2.3 MB file.
+	if len(lists) == 1 {
 		return lists[0], nil
+	}
+	total := 0
+	for _, ts := range lists {
+		total += len(ts)
 	}
 	topics := make([]Topic, 0, total)
 	byName := make(map[string]int, total)
-	for fi, f := range files {
-		for _, t := range lists[fi] {
+	for fi, ts := range lists {
+		for _, t := range ts {
 			i, seen := byName[t.Name]
 			if !seen {
 				byName[t.Name] = len(topics)
@@ -287,7 +382,7 @@ func mergeTopics(files []source) ([]Topic, error) {
 				continue
 			}
 			if topics[i].Type != t.Type {
-				return nil, fmt.Errorf("bag: topic %s has type %s in one file and %s in %s", t.Name, topics[i].Type, t.Type, f.path())
+				return nil, fmt.Errorf("bag: topic %s has type %s in one file and %s in %s", t.Name, topics[i].Type, t.Type, paths[fi])
 			}
 			topics[i].MessageCount += t.MessageCount
 		}
@@ -323,30 +418,67 @@ func (r *Reader) Next(ctx context.Context) (Message, error) {
 	if err := ctx.Err(); err != nil {
 		return Message{}, fmt.Errorf("bag: reading stopped: %w", err)
 	}
-	best := -1
-	for i, f := range r.files {
-		if r.heads[i] == nil && !r.done[i] {
-			m, err := f.nextMessage(ctx)
-			switch {
-			case errors.Is(err, io.EOF):
-				r.done[i] = true
-			case err != nil:
-				r.err = err
-				return Message{}, err
-			default:
-				r.heads[i] = &m
+	for {
+		best := -1
+		for i, bf := range r.files {
+			if bf.src != nil && bf.head == nil {
+				m, err := bf.src.nextMessage(ctx)
+				switch {
+				case errors.Is(err, io.EOF):
+					if err := r.closeFile(bf); err != nil {
+						r.err = err
+						return Message{}, err
+					}
+				case err != nil:
+					r.err = err
+					return Message{}, err
+				case m.logTime < bf.start:
+					r.err = fmt.Errorf("bag: %s: message on %s at %d ns comes before %d ns, the earliest log time the file gave when the bag was opened",
+						bf.path, m.Topic, m.logTime, bf.start)
+					return Message{}, r.err
+				default:
+					bf.head = &m
+				}
+			}
+			if bf.head != nil && (best < 0 || bf.head.logTime < r.files[best].head.logTime) {
+				best = i
 			}
 		}
-		if r.heads[i] != nil && (best < 0 || r.heads[i].logTime < r.heads[best].logTime) {
-			best = i
+		// A file not open yet is opened when it may hold a message that
+		// comes before the best one: one at an earlier log time, or at the
+		// same log time in a file listed earlier.
+		next := -1
+		for i, bf := range r.files {
+			if bf.src != nil || bf.done {
+				continue
+			}
+			if best >= 0 {
+				at := r.files[best].head.logTime
+				if bf.start > at || bf.start == at && i > best {
+					continue
+				}
+			}
+			if next < 0 || bf.start < r.files[next].start {
+				next = i
+			}
 		}
+		if next < 0 {
+			if best < 0 {
+				return Message{}, io.EOF
+			}
+			bf := r.files[best]
+			m := *bf.head
+			bf.head = nil
+			return m, nil
+		}
+		bf := r.files[next]
+		src, err := r.openBagFile(ctx, bf)
+		if err != nil {
+			r.err = err
+			return Message{}, err
+		}
+		bf.src = src
 	}
-	if best < 0 {
-		return Message{}, io.EOF
-	}
-	m := *r.heads[best]
-	r.heads[best] = nil
-	return m, nil
 }
 
 // Messages iterates over the remaining messages, in log-time order (see
@@ -366,20 +498,19 @@ func (r *Reader) Messages(ctx context.Context) iter.Seq2[Message, error] {
 	}
 }
 
-// Close closes the bag's files.
+// Close closes the bag's files that are open.
 func (r *Reader) Close() error {
 	var errs []string
-	for _, f := range r.files {
-		if err := f.close(); err != nil {
+	for _, bf := range r.files {
+		if bf.src == nil {
+			continue
+		}
+		if err := bf.src.close(); err != nil {
 			errs = append(errs, err.Error())
 		}
+		bf.src = nil
 	}
-	for _, f := range r.osf {
-		if err := f.Close(); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	r.files, r.osf = nil, nil
+	r.files = nil
 	if r.err == nil {
 		r.err = errors.New("bag: reader is closed")
 	}

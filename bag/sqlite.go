@@ -42,7 +42,8 @@ import (
 // is read, so no blob larger than ReaderOptions.MaxChunkBytes and no topic
 // text larger than maxTopicText is ever loaded; messages are walked in
 // batches of small rows (ids, times, sizes) with each message's data read
-// alone, and every query runs under the caller's context.
+// alone, by row id, with SQLite's incremental blob I/O (sqliteblob.go), so
+// it is held once; and every query runs under the caller's context.
 
 // StorageSQLite3 is the storage_identifier of rosbag2's sqlite3 storage in
 // metadata.yaml.
@@ -71,20 +72,25 @@ type sqliteTopic struct {
 
 // sqliteRow is one message row of the walk, without its data.
 type sqliteRow struct {
-	id, topicID, timestamp int64
-	size                   int64
+	id, rowid, topicID, timestamp int64
+	size                          int64
 }
 
 // sqliteFile yields the messages of one rosbag2 sqlite3 database in
 // (timestamp, id) order.
 type sqliteFile struct {
 	name  string
+	dsn   string
 	db    *sql.DB
+	blobs *blobReader // the connection that reads messages' data, opened by the first read
 	limit int64
 	want  map[string]bool
 
 	topics map[int64]*sqliteTopic
 	ids    []int64 // topic ids, ascending
+
+	start    int64 // the first timestamp of the walk (0 if not an integer)
+	anyStart bool  // whether the table holds any row
 
 	batch   []sqliteRow // rows fetched and not yet returned
 	last    *sqliteRow  // the last row fetched, where the next batch starts
@@ -129,7 +135,7 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 	if err != nil {
 		return nil, fmt.Errorf("bag: %s: open SQLite database: %w", path, err)
 	}
-	f := &sqliteFile{name: path, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
+	f := &sqliteFile{name: path, dsn: dsn, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -147,7 +153,27 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 	if err := f.countMessages(ctx); err != nil {
 		return nil, err
 	}
+	if err := f.firstTimestamp(ctx); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// firstTimestamp reads the timestamp the walk starts at. SQLite orders
+// NULL before numbers and numbers before text and blobs, so when the first
+// row's timestamp is an integer no row has an earlier one; when it is not,
+// the walk refuses that row, and the start is taken as 0.
+func (f *sqliteFile) firstTimestamp(ctx context.Context) error {
+	var ts sql.NullInt64
+	err := f.db.QueryRowContext(ctx, `SELECT CASE WHEN typeof(timestamp) = 'integer' AND timestamp >= 0 THEN timestamp END FROM messages ORDER BY timestamp, id LIMIT 1`).Scan(&ts)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return f.queryErr(ctx, "read the first timestamp", err)
+	}
+	f.start, f.anyStart = ts.Int64, true
+	return nil
 }
 
 func (f *sqliteFile) errorf(format string, args ...any) error {
@@ -199,6 +225,15 @@ func (f *sqliteFile) checkTables(ctx context.Context) error {
 			return f.errorf("%s is a %s, want a table (as rosbag2 writes it)", t, kinds[t])
 		}
 	}
+	// The data is read by row id (see blobReader).
+	var withoutRowID int64
+	err = f.db.QueryRowContext(ctx, `SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = 'messages'`).Scan(&withoutRowID)
+	if err != nil {
+		return f.queryErr(ctx, "read the schema", err)
+	}
+	if withoutRowID != 0 {
+		return f.errorf("messages is a WITHOUT ROWID table, want a table with row ids (as rosbag2 writes it)")
+	}
 	want := map[string][]sqliteColumn{
 		"topics":   {{"id", true}, {"name", false}, {"type", false}, {"serialization_format", false}},
 		"messages": {{"id", true}, {"topic_id", false}, {"timestamp", false}, {"data", false}},
@@ -217,6 +252,15 @@ func (f *sqliteFile) checkTables(ctx context.Context) error {
 				return f.errorf("column %s.%s is a generated or hidden column, want a stored one", table, c.name)
 			case c.pk && got.pk != 1:
 				return f.errorf("column %s.%s is not the table's primary key (as rosbag2 declares it)", table, c.name)
+			}
+		}
+		if table == "messages" {
+			// The data is read by row id (see blobReader): no column may
+			// take the name by which the walk asks for it.
+			for name := range cols {
+				if n := strings.ToLower(name); n == "rowid" || n == "oid" || n == "_rowid_" {
+					return f.errorf("table messages has a column named %s, which hides SQLite's row id (rosbag2 declares none)", name)
+				}
 			}
 		}
 		if table == "topics" {
@@ -352,6 +396,10 @@ func (f *sqliteFile) countMessages(ctx context.Context) error {
 // path names the file in errors.
 func (f *sqliteFile) path() string { return f.name }
 
+// startTime returns the first timestamp of the walk (the walk's order
+// checks the rest), and whether the table holds any row.
+func (f *sqliteFile) startTime() (uint64, bool) { return uint64(f.start), f.anyStart }
+
 // fileTopics lists the topics in id order.
 func (f *sqliteFile) fileTopics() ([]Topic, error) {
 	out := make([]Topic, 0, len(f.ids))
@@ -368,6 +416,10 @@ func (f *sqliteFile) close() error {
 	}
 	err := f.db.Close()
 	f.db = nil
+	if f.blobs != nil {
+		err = errors.Join(err, f.blobs.close())
+		f.blobs = nil
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
@@ -379,7 +431,7 @@ func (f *sqliteFile) close() error {
 // rosbag2 writes it this walks timestamp_idx (whose entries end with the
 // row id), without sorting.
 const (
-	sqliteWalkColumns = `SELECT CASE WHEN typeof(id) = 'integer' THEN id END, typeof(id), ` +
+	sqliteWalkColumns = `SELECT CASE WHEN typeof(id) = 'integer' THEN id END, typeof(id), rowid, ` +
 		`CASE WHEN typeof(topic_id) = 'integer' THEN topic_id END, ` +
 		`CASE WHEN typeof(timestamp) = 'integer' THEN timestamp END, typeof(timestamp), typeof(data), length(data) FROM messages`
 	sqliteWalkFirst = sqliteWalkColumns + ` ORDER BY timestamp, id LIMIT ?`
@@ -407,7 +459,7 @@ func (f *sqliteFile) fetch(ctx context.Context) error {
 		var r sqliteRow
 		var idKind, tsKind, dataKind string
 		var id, topicID, ts, size sql.NullInt64
-		if err := rows.Scan(&id, &idKind, &topicID, &ts, &tsKind, &dataKind, &size); err != nil {
+		if err := rows.Scan(&id, &idKind, &r.rowid, &topicID, &ts, &tsKind, &dataKind, &size); err != nil {
 			return f.queryErr(ctx, "read the messages", err)
 		}
 		r.id, r.topicID, r.timestamp, r.size = id.Int64, topicID.Int64, ts.Int64, size.Int64
@@ -464,18 +516,16 @@ func (f *sqliteFile) nextMessage(ctx context.Context) (Message, error) {
 		if r.size > f.limit {
 			return Message{}, f.errorf("message %d (topic %s) has %d bytes, more than the %d-byte limit", r.id, t.Name, r.size, f.limit)
 		}
-		var data []byte
-		var size int64
-		err := f.db.QueryRowContext(ctx, `SELECT CASE WHEN length(data) <= ? THEN data END, length(data) FROM messages WHERE id = ?`,
-			f.limit, r.id).Scan(&data, &size)
-		switch {
-		case err != nil:
-			return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
-		case size != r.size || int64(len(data)) != size:
-			return Message{}, f.errorf("message %d changed while it was read (%d bytes, then %d)", r.id, r.size, size)
+		if f.blobs == nil {
+			b, err := openBlobReader(f.dsn)
+			if err != nil {
+				return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
+			}
+			f.blobs = b
 		}
-		if data == nil {
-			data = []byte{}
+		data, err := f.blobs.readBlob(ctx, r.rowid, r.size)
+		if err != nil {
+			return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
 		}
 		ns := uint64(r.timestamp)
 		m := Message{Topic: t.Name, Type: t.Type, Data: data[:len(data):len(data)], logTime: ns, publishTime: ns}
