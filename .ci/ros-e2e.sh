@@ -4,6 +4,9 @@
 #   source <ROS 2 tree>/setup.bash; source <workspace>/install/setup.bash
 #   RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ROS_DOMAIN_ID=65 .ci/ros-e2e.sh
 #
+# Any rmw works; nothing below depends on the middleware (Jazzy with a Fast DDS overlay ran it
+# with rmw_fastrtps_dynamic_cpp: docs/ros2.md).
+#
 # What it checks, each step with a timeout and a PASS or FAIL line:
 #  - `ros2 launch ... steps:=abc` exits non-zero with the parameter's error;
 #  - both nodes start with `ros2 launch` (CPU backend, the tiny model of golden/tiny);
@@ -18,7 +21,7 @@
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-rmw=${RMW_IMPLEMENTATION:?set RMW_IMPLEMENTATION (rmw_fastrtps_cpp or rmw_cyclonedds_cpp)}
+rmw=${RMW_IMPLEMENTATION:?set RMW_IMPLEMENTATION (rmw_fastrtps_cpp, rmw_fastrtps_dynamic_cpp or rmw_cyclonedds_cpp)}
 : "${ROS_DOMAIN_ID:?set ROS_DOMAIN_ID}"
 command -v ros2 >/dev/null || { echo "ros-e2e: ros2 not on the PATH: source a ROS 2 setup.bash"; exit 2; }
 ros2 pkg prefix fastwam_action_expert >/dev/null 2>&1 ||

@@ -14,7 +14,8 @@
 #   check_sros2.sh            # ROS 2 and the package's install sourced
 #
 # RMW_IMPLEMENTATION must be a middleware with DDS Security (rmw_cyclonedds_cpp
-# with Cyclone DDS built with its security plugins, as Debian's 0.10.2 is);
+# with Cyclone DDS built with its security plugins, as Debian's 0.10.2 is, or
+# rmw_fastrtps_cpp / rmw_fastrtps_dynamic_cpp on Fast DDS built with -DSECURITY=ON);
 # the check runs on the ROS_DOMAIN_ID set (0 if none). On a shared machine
 # give it a domain of its own. Takes about a minute; exits 0 when every check
 # passes, 1 naming the first that did not.
