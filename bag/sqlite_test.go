@@ -717,7 +717,10 @@ func TestSQLiteBlobCopiedOnce(t *testing.T) {
 	// (2 MB at most by default) and a 1 MiB piece; SQLite's own copy of
 	// the value (C memory, which the Go heap does not count) would add
 	// size more.
-	if grew > size*3/2 {
+	// Under the race detector every byte touched also has shadow memory
+	// (the README's test command runs with -race: 103 MB for a 32 MiB
+	// read), so only the Go heap's count above holds there.
+	if !raceEnabled && grew > size*3/2 {
 		t.Errorf("the peak resident memory grew by %d bytes while reading one %d-byte message, want about one copy (at most %d)", grew, size, size*3/2)
 	}
 }

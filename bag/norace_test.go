@@ -1,0 +1,5 @@
+//go:build !race
+
+package bag_test
+
+const raceEnabled = false
