@@ -840,16 +840,8 @@ func TestNewChecksConfiguration(t *testing.T) {
 // whichever input it is, and input_held_ms to the end of the worker's copy,
 // before the steps (which advance the clock by 600 ms each here).
 func TestInputAgeWhenPairedAndHeld(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		kvFirst   bool
-		wantPair  string
-		wantAgeMs float32
-	}{
-		{"cache first", true, "350.00", 2150},
-		{"context first", false, "350.00", 2150},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, kvFirst := range []bool{true, false} {
+		t.Run("cache first "+strconv.FormatBool(kvFirst), func(t *testing.T) {
 			d := tinyDims()
 			clock := newFakeClock()
 			b := newTestBackend(d)
@@ -857,25 +849,21 @@ func TestInputAgeWhenPairedAndHeld(t *testing.T) {
 			h := newHarness(t, testParams(), b, withClock(clock))
 			h.waitState(StateActive)
 			in := makeInputs(d, 1, clock.Now())
+			first, second := func() { h.sendCtx(in.ctx) }, func() { h.sendKV(in.kv) }
+			if kvFirst {
+				first, second = second, first
+			}
 			clock.Advance(100 * time.Millisecond)
-			if tc.kvFirst {
-				h.sendKV(in.kv)
-			} else {
-				h.sendCtx(in.ctx)
-			}
+			first()
 			clock.Advance(250 * time.Millisecond)
-			if tc.kvFirst {
-				h.sendCtx(in.ctx)
-			} else {
-				h.sendKV(in.kv)
-			}
-			if m := h.waitChunk(); m.InputAgeMs != tc.wantAgeMs {
-				t.Errorf("input_age_ms %v, want %v (350 ms to the pair, 3 steps of 600 ms)", m.InputAgeMs, tc.wantAgeMs)
+			second()
+			if m := h.waitChunk(); m.InputAgeMs != 2150 {
+				t.Errorf("input_age_ms %v, want 2150 (350 ms to the pair, 3 steps of 600 ms)", m.InputAgeMs)
 			}
 			st := h.diag()
-			for k, want := range map[string]string{"input_paired_ms.max": tc.wantPair, "input_held_ms.max": "350.00"} {
-				if got := diagValue(t, st, k); got != want {
-					t.Errorf("%s = %s, want %s", k, got, want)
+			for _, k := range []string{"input_paired_ms.max", "input_held_ms.max"} {
+				if got := diagValue(t, st, k); got != "350.00" {
+					t.Errorf("%s = %s, want 350.00", k, got)
 				}
 			}
 		})
