@@ -47,6 +47,11 @@ type Policy struct {
 	// AllowedUIDs are the owners a segment may have; empty allows the
 	// reader's own uid only.
 	AllowedUIDs []int
+	// MaxSlotSize bounds the slot size a segment's header may declare,
+	// and so the size of a segment the Reader maps: the most a slot needs
+	// to hold tensors the reader can accept (the node: its contract's keys
+	// and values in float32, SlotSizeFor). 0: only the format's bound.
+	MaxSlotSize int64
 }
 
 // Reader maps the segment descriptors name, read-only, once per segment
@@ -277,6 +282,10 @@ func (r *Reader) open(path, name string) (*mapping, error) {
 	m := &mapping{name: name, fd: fd, dev: uint64(st.Dev), ino: st.Ino, size: st.Size}
 	if m.layout, err = readHeader(fd, path, st.Size); err != nil {
 		return fail(err)
+	}
+	if r.pol.MaxSlotSize > 0 && m.layout.SlotSize > r.pol.MaxSlotSize {
+		return fail(fmt.Errorf("kvshm: segment %s declares slots of %d bytes, want at most %d (keys and values of the contract in float32): %w",
+			path, m.layout.SlotSize, r.pol.MaxSlotSize, ErrFormat))
 	}
 	if st.Size > math.MaxInt {
 		return fail(fmt.Errorf("kvshm: segment %s is %d bytes, more than this host can map: %w", path, st.Size, ErrFormat))

@@ -366,3 +366,34 @@ func maxRSS(t *testing.T) int64 {
 	}
 	return ru.Maxrss
 }
+
+// TestMaxSlotSize: a segment whose header declares slots larger than the
+// policy's bound is refused from its header page; a segment at the bound
+// is mapped.
+func TestMaxSlotSize(t *testing.T) {
+	dir := t.TempDir()
+	bound := SlotSizeFor(96, 96)
+	r := NewReader(Policy{Dir: dir, MaxSlotSize: bound})
+	defer r.Close()
+	for _, c := range []struct {
+		prefix   string
+		slotSize int64
+		want     error
+	}{{"at", bound, nil}, {"over", bound + SlotAlign, ErrFormat}} {
+		w, err := Create(dir, c.prefix, Layout{Slots: 2, SlotSize: c.slotSize}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		var l Lease
+		err = r.Acquire((&fixture{dir: dir, w: w, r: r}).write(t, 1), &l)
+		l.Release()
+		if !errors.Is(err, c.want) || (err != nil && !strings.Contains(err.Error(), "want at most")) {
+			t.Errorf("slots of %d bytes, at most %d: %v, want %v", c.slotSize, bound, err, c.want)
+		}
+		t.Logf("slots of %d bytes: %v", c.slotSize, err)
+	}
+	if r.cur == nil || !strings.HasPrefix(r.cur.name, "at.") || r.live != 1 {
+		t.Errorf("the refused segment replaced the current one or was mapped (%d mapped)", r.live)
+	}
+}
