@@ -276,7 +276,8 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	}
 	if p.KVTransport == KVTransportSHM {
 		// The descriptors are small: no recycling.
-		n.shm = kvshm.NewReader(kvshm.Policy{Dir: p.SHM.Dir, AllowedUIDs: p.SHM.AllowedUIDs})
+		kvBytes := 4 * int64(d.KVLen()) // float32, the larger dtype
+		n.shm = kvshm.NewReader(kvshm.Policy{Dir: p.SHM.Dir, AllowedUIDs: p.SHM.AllowedUIDs, MaxSlotSize: kvshm.SlotSizeFor(kvBytes, kvBytes)})
 		if err := t.Subscribe(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff, QoS: p.QoS.KVCache}, n.onKVHandoff); err != nil {
 			return nil, fmt.Errorf("node: subscribe %s: %w", p.SHM.Topic, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -247,5 +248,60 @@ func TestManagedSHM(t *testing.T) {
 		if kv.Key == "in."+p.Topics.KVCache {
 			t.Fatalf("diagnostics count %s, not an input on kv_transport shm", kv.Key)
 		}
+	}
+}
+
+// TestSHMSegmentChanged: what the reader refuses about a segment reaches
+// the node as a rejection with its reason, and the node runs on: a
+// segment whose slots are larger than the contract's keys and values need
+// in float32 (refused from its header page, not mapped), and the mapped
+// segment truncated to 0 bytes under the node, then named by the next
+// descriptor (once a SIGBUS that killed the node).
+func TestSHMSegmentChanged(t *testing.T) {
+	d := tinyDims()
+	h := newSHMHarness(t, newTestBackend(d), nil)
+	h.waitState(StateActive)
+	stamp := time.Now()
+	in1 := makeInputs(d, 1, stamp)
+	h.sendSHM(in1, h.write(in1.kv))
+	if c := h.waitChunk(); c.KVSeq != 1 {
+		t.Fatalf("chunk of kv_seq %d, want 1", c.KVSeq)
+	}
+
+	kvBytes := int64(4 * d.KVLen())
+	big, err := kvshm.Create(filepath.Dir(h.w.Path()), "big", kvshm.Layout{Slots: 2, SlotSize: kvshm.SlotSizeFor(kvBytes, kvBytes) + kvshm.SlotAlign}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	w := h.w
+	h.w = big
+	in2 := makeInputs(d, 2, stamp.Add(100*time.Millisecond))
+	m2 := h.write(in2.kv)
+	h.w = w
+	h.sendRaw(h.pub, mustCDR(t, m2)) // delivered synchronously
+	if n := h.log.count("rejected ("+string(RejectSHM)+")", "want at most"); n != 1 {
+		t.Errorf("segment with slots over the contract's: %d rejections saying so, want 1; log:\n%s", n, h.log)
+	}
+
+	in3 := makeInputs(d, 3, stamp.Add(200*time.Millisecond))
+	m3 := h.write(in3.kv)
+	if err := os.Truncate(h.w.Path(), 0); err != nil {
+		t.Fatal(err)
+	}
+	h.sendRaw(h.pub, mustCDR(t, m3)) // the reason is logged once: the kind's first
+	if s := h.node.Stats(); s.Rejected[RejectSHM] != 2 || s.Out != 1 {
+		t.Errorf("rejected %v, %d chunks; want 2 %s, 1 chunk; log:\n%s", s.Rejected, s.Out, RejectSHM, h.log)
+	}
+
+	// The producer restarts: its new segment is mapped, the chunk computed.
+	if h.w, err = kvshm.Create(filepath.Dir(w.Path()), "kv2", w.Layout(), false); err != nil {
+		t.Fatal(err)
+	}
+	defer h.w.Close()
+	in4 := makeInputs(d, 4, stamp.Add(300*time.Millisecond))
+	h.sendSHM(in4, h.write(in4.kv))
+	if c := h.waitChunk(); c.KVSeq != 4 {
+		t.Fatalf("after the restart: chunk of kv_seq %d, want 4", c.KVSeq)
 	}
 }

@@ -86,8 +86,8 @@ func TestRoundTrip(t *testing.T) {
 		}
 		l.Release()
 	}
-	if len(f.r.segs) != 1 {
-		t.Errorf("%d mappings for one segment", len(f.r.segs))
+	if f.r.live != 1 {
+		t.Errorf("%d mappings for one segment", f.r.live)
 	}
 }
 
@@ -317,7 +317,7 @@ func TestHostileDescriptors(t *testing.T) {
 		}
 		t.Logf("%s: %v", c.name, err)
 	}
-	if m := f.r.segs[good.Segment]; m == nil || m.refs != 0 {
+	if m := f.r.cur; m == nil || m.name != good.Segment || m.refs != 0 {
 		t.Fatalf("refused descriptors left references: %+v", m)
 	}
 }

@@ -3,6 +3,7 @@ package kvshm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,12 +30,15 @@ var (
 	ErrStale = errors.New("slot overwritten before it was read")
 	// ErrTorn: the slot's generation changed during the copy.
 	ErrTorn = errors.New("slot overwritten during the copy")
-	// ErrFault: reading the mapping faulted (the file was truncated).
+	// ErrFault: reading the mapping faulted, or would have: the file was
+	// truncated under it.
 	ErrFault = errors.New("segment truncated under the mapping")
 )
 
-// maxSegment bounds the size of a segment the Reader maps.
-const maxSegment = 1 << 40
+// MaxMapped bounds the segments a Reader has mapped at a time: the current
+// one and those replaced while leases still held them. A new segment
+// beyond it is refused until leases are released.
+const MaxMapped = 4
 
 // Policy is what a Reader trusts.
 type Policy struct {
@@ -43,17 +47,25 @@ type Policy struct {
 	// AllowedUIDs are the owners a segment may have; empty allows the
 	// reader's own uid only.
 	AllowedUIDs []int
+	// MaxSlotSize bounds the slot size a segment's header may declare,
+	// and so the size of a segment the Reader maps: the most a slot needs
+	// to hold tensors the reader can accept (the node: its contract's keys
+	// and values in float32, SlotSizeFor). 0: only the format's bound.
+	MaxSlotSize int64
 }
 
-// Reader maps the segments descriptors name, read-only, once per segment
-// file (a new file under the same name, a restarted producer's, is mapped
-// anew and the old mapping released when no Lease holds it), and checks
-// every descriptor against the mapping. Its methods are safe for
-// concurrent use.
+// Reader maps the segment descriptors name, read-only, once per segment
+// file, and checks every descriptor against the mapping. It keeps one
+// current segment: a descriptor that names another file (a restarted
+// producer's, under a new name or the same) maps that one, and the old
+// mapping is unmapped and its file descriptor closed as soon as no Lease
+// holds it; at most MaxMapped are mapped at a time. Its methods are safe
+// for concurrent use.
 type Reader struct {
 	pol  Policy
 	mu   sync.Mutex
-	segs map[string]*mapping
+	cur  *mapping // the current segment, or nil
+	live int      // mappings not unmapped yet, cur included (and opens under way)
 }
 
 type mapping struct {
@@ -72,7 +84,7 @@ func NewReader(p Policy) *Reader {
 	if len(p.AllowedUIDs) == 0 {
 		p.AllowedUIDs = []int{os.Getuid()}
 	}
-	return &Reader{pol: p, segs: map[string]*mapping{}}
+	return &Reader{pol: p}
 }
 
 // Lease is one descriptor's slot, checked and held mapped until Release.
@@ -132,7 +144,13 @@ func (r *Reader) Acquire(d *msgs.KVHandoff, l *Lease) error {
 	}
 	*l = Lease{Keys: views[0], Values: views[1], r: r, m: m,
 		gen: (*uint64)(unsafe.Pointer(&m.mem[genOffset+8*int(d.Slot)])), want: d.Generation}
-	if g := loadGen(l.gen); g != d.Generation {
+	g, err := loadGenGuarded(l.gen)
+	if err != nil { // truncated since mapped checked its size
+		l.Release()
+		r.retire(m)
+		return fmt.Errorf("kvshm: segment %s: %w", d.Segment, err)
+	}
+	if g != d.Generation {
 		l.Release()
 		return fmt.Errorf("kvshm: slot %d of %s is at generation %d, the descriptor says %d: %w", d.Slot, d.Segment, g, d.Generation, ErrStale)
 	}
@@ -140,7 +158,9 @@ func (r *Reader) Acquire(d *msgs.KVHandoff, l *Lease) error {
 }
 
 // mapped returns the current mapping of name, one reference taken: the
-// cached one while the name is still the same file, else a new one.
+// cached one while the name is still the same file and that file still
+// passes the checks it was mapped with, else a new one, which replaces
+// the current.
 func (r *Reader) mapped(name string) (*mapping, error) {
 	path := filepath.Join(r.pol.Dir, name)
 	var st syscall.Stat_t
@@ -148,28 +168,95 @@ func (r *Reader) mapped(name string) (*mapping, error) {
 		return nil, fmt.Errorf("kvshm: segment %s: %w: %w", path, err, ErrRefused)
 	}
 	r.mu.Lock()
-	if m := r.segs[name]; m != nil && m.dev == st.Dev && m.ino == st.Ino && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+	if m := r.cur; m != nil && m.name == name && m.dev == uint64(st.Dev) && m.ino == st.Ino {
+		if err := r.recheck(m, path); err != nil {
+			r.retireLocked(m)
+			r.mu.Unlock()
+			return nil, err
+		}
 		m.refs++
 		r.mu.Unlock()
 		return m, nil
 	}
+	if r.live >= MaxMapped {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("kvshm: segment %s: %d segments are still mapped, held by pending inputs (at most %d): %w",
+			path, r.live, MaxMapped, ErrRefused)
+	}
+	r.live++ // the open's place
 	r.mu.Unlock()
 	m, err := r.open(path, name)
-	if err != nil {
-		return nil, err
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old := r.segs[name]; old != nil {
-		old.retired = true
-		r.unmapIfIdle(old)
+	if err != nil {
+		r.live--
+		return nil, err
 	}
-	r.segs[name] = m
+	if r.cur != nil {
+		r.retireLocked(r.cur)
+	}
+	r.cur = m
 	m.refs++
 	return m, nil
 }
 
-// open opens, checks and maps one segment file.
+// trust checks a segment's file status against the policy: a regular
+// file, owned by an allowed uid, with no access for others.
+func (r *Reader) trust(path string, st *syscall.Stat_t) error {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return fmt.Errorf("kvshm: segment %s is not a regular file (mode %o): %w", path, st.Mode, ErrRefused)
+	}
+	if !slices.Contains(r.pol.AllowedUIDs, int(st.Uid)) {
+		return fmt.Errorf("kvshm: segment %s is owned by uid %d, allowed: %v: %w", path, st.Uid, r.pol.AllowedUIDs, ErrRefused)
+	}
+	if st.Mode&0o007 != 0 {
+		return fmt.Errorf("kvshm: segment %s has mode %04o, want no access for others (0600 or 0660): %w", path, st.Mode&0o777, ErrRefused)
+	}
+	return nil
+}
+
+// recheck checks, for a descriptor, that the mapped file still passes
+// trust (an owner or mode changed since it was mapped), still has the
+// size it was mapped with (a file truncated under the mapping would fault
+// the first read of a page past its end), and still has the header it
+// was mapped with (under r.mu).
+func (r *Reader) recheck(m *mapping, path string) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(m.fd, &st); err != nil {
+		return fmt.Errorf("kvshm: stat segment %s: %w", path, err)
+	}
+	if err := r.trust(path, &st); err != nil {
+		return err
+	}
+	if st.Size < m.size {
+		return fmt.Errorf("kvshm: segment %s is %d bytes now, mapped with %d: %w", path, st.Size, m.size, ErrFault)
+	}
+	return m.checkHeader(path, st.Size)
+}
+
+// checkHeader reads the header from the mapping, checking it against the
+// file's size and the layout the segment was mapped with: a file rewritten
+// in place (truncated and written again) is not the segment that was
+// mapped.
+func (m *mapping) checkHeader(path string, size int64) error {
+	var lay Layout
+	var err error
+	if ferr := Guard(func() { lay, _, err = parseHeader(m.mem[:HeaderSize], size) }); ferr != nil {
+		return fmt.Errorf("kvshm: segment %s: %w", path, ferr)
+	}
+	if err != nil {
+		return fmt.Errorf("segment %s: %w", path, err)
+	}
+	if lay != m.layout {
+		return fmt.Errorf("kvshm: segment %s declares %d slots of %d bytes now, mapped with %d of %d: %w",
+			path, lay.Slots, lay.SlotSize, m.layout.Slots, m.layout.SlotSize, ErrFormat)
+	}
+	return nil
+}
+
+// open opens, checks and maps one segment file. The header page is mapped
+// and checked first, so that a file whose header does not declare its
+// size exactly costs one page, not its size, before it is refused.
 func (r *Reader) open(path, name string) (*mapping, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -178,7 +265,6 @@ func (r *Reader) open(path, name string) (*mapping, error) {
 		}
 		return nil, fmt.Errorf("kvshm: open segment %s: %w: %w", path, err, ErrRefused)
 	}
-	m := &mapping{name: name, fd: fd}
 	fail := func(err error) (*mapping, error) {
 		syscall.Close(fd)
 		return nil, err
@@ -187,33 +273,49 @@ func (r *Reader) open(path, name string) (*mapping, error) {
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return fail(fmt.Errorf("kvshm: stat segment %s: %w", path, err))
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return fail(fmt.Errorf("kvshm: segment %s is not a regular file (mode %o): %w", path, st.Mode, ErrRefused))
+	if err := r.trust(path, &st); err != nil {
+		return fail(err)
 	}
-	if !slices.Contains(r.pol.AllowedUIDs, int(st.Uid)) {
-		return fail(fmt.Errorf("kvshm: segment %s is owned by uid %d, allowed: %v: %w", path, st.Uid, r.pol.AllowedUIDs, ErrRefused))
+	if st.Size < HeaderSize {
+		return fail(fmt.Errorf("kvshm: segment %s is %d bytes, shorter than the %d-byte header: %w", path, st.Size, HeaderSize, ErrFormat))
 	}
-	if st.Mode&0o007 != 0 {
-		return fail(fmt.Errorf("kvshm: segment %s has mode %04o, want no access for others (0600 or 0660): %w", path, st.Mode&0o777, ErrRefused))
+	m := &mapping{name: name, fd: fd, dev: uint64(st.Dev), ino: st.Ino, size: st.Size}
+	if m.layout, err = readHeader(fd, path, st.Size); err != nil {
+		return fail(err)
 	}
-	if st.Size < HeaderSize || st.Size > maxSegment {
-		return fail(fmt.Errorf("kvshm: segment %s is %d bytes, want %d to %d: %w", path, st.Size, HeaderSize, int64(maxSegment), ErrFormat))
+	if r.pol.MaxSlotSize > 0 && m.layout.SlotSize > r.pol.MaxSlotSize {
+		return fail(fmt.Errorf("kvshm: segment %s declares slots of %d bytes, want at most %d (keys and values of the contract in float32): %w",
+			path, m.layout.SlotSize, r.pol.MaxSlotSize, ErrFormat))
 	}
-	mem, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE) // page tables filled now, not on the first copy of each slot
-	if err != nil {
+	if st.Size > math.MaxInt {
+		return fail(fmt.Errorf("kvshm: segment %s is %d bytes, more than this host can map: %w", path, st.Size, ErrFormat))
+	}
+	if m.mem, err = syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE); err != nil { // page tables filled now, not on the first copy of each slot
 		return fail(fmt.Errorf("kvshm: map segment %s: %w", path, err))
 	}
-	m.mem, m.dev, m.ino, m.size = mem, uint64(st.Dev), st.Ino, st.Size
+	if err := m.checkHeader(path, st.Size); err != nil { // rewritten since readHeader
+		syscall.Munmap(m.mem)
+		return fail(err)
+	}
+	return m, nil
+}
+
+// readHeader maps the header page of the segment file fd of size bytes
+// alone, and returns the layout it declares, checked against size.
+func readHeader(fd int, path string, size int64) (Layout, error) {
+	h, err := syscall.Mmap(fd, 0, HeaderSize, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return Layout{}, fmt.Errorf("kvshm: map the header of segment %s: %w", path, err)
+	}
+	defer syscall.Munmap(h)
 	var lay Layout
-	if ferr := Guard(func() { lay, _, err = parseHeader(mem, st.Size) }); ferr != nil {
-		err = ferr
+	if ferr := Guard(func() { lay, _, err = parseHeader(h, size) }); ferr != nil {
+		return Layout{}, fmt.Errorf("kvshm: segment %s: %w", path, ferr)
 	}
 	if err != nil {
-		syscall.Munmap(mem)
-		return fail(fmt.Errorf("segment %s: %w", path, err))
+		return Layout{}, fmt.Errorf("segment %s: %w", path, err)
 	}
-	m.layout = lay
-	return m, nil
+	return lay, nil
 }
 
 func (r *Reader) release(m *mapping) {
@@ -223,23 +325,41 @@ func (r *Reader) release(m *mapping) {
 	r.mu.Unlock()
 }
 
-// unmapIfIdle unmaps a retired mapping no lease holds (under r.mu).
+// retire makes m a mapping no new lease gets: unmapped once no lease holds
+// it.
+func (r *Reader) retire(m *mapping) {
+	r.mu.Lock()
+	r.retireLocked(m)
+	r.mu.Unlock()
+}
+
+// retireLocked is retire under r.mu.
+func (r *Reader) retireLocked(m *mapping) {
+	if r.cur == m {
+		r.cur = nil
+	}
+	m.retired = true
+	r.unmapIfIdle(m)
+}
+
+// unmapIfIdle unmaps a retired mapping no lease holds and closes its file
+// (under r.mu).
 func (r *Reader) unmapIfIdle(m *mapping) {
 	if m.retired && m.refs == 0 && m.mem != nil {
 		_ = syscall.Munmap(m.mem)
 		_ = syscall.Close(m.fd)
 		m.mem = nil
+		r.live--
 	}
 }
 
-// Close retires every mapping; each is unmapped once no lease holds it.
+// Close retires the current mapping: it is unmapped once no lease holds
+// it, as are those it replaced.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for name, m := range r.segs {
-		m.retired = true
-		r.unmapIfIdle(m)
-		delete(r.segs, name)
+	if r.cur != nil {
+		r.retireLocked(r.cur)
 	}
 	return nil
 }
@@ -268,9 +388,19 @@ func (l *Lease) Check() error {
 // load: the atomic store to l.fence is a release (STLR on arm64, which
 // the following load-acquire LDAR cannot pass; XCHG, a full fence, on
 // amd64).
+//
+// The generation is read under Guard: a segment truncated under the
+// mapping is not intact either.
 func (l *Lease) Intact() bool {
 	atomic.StoreUint32(&l.fence, 1)
-	return loadGen(l.gen) == l.want
+	g, err := loadGenGuarded(l.gen)
+	return err == nil && g == l.want
+}
+
+// loadGenGuarded is loadGen of a generation in a mapping, under Guard.
+func loadGenGuarded(p *uint64) (g uint64, err error) {
+	err = Guard(func() { g = loadGen(p) })
+	return g, err
 }
 
 // Release hands the slot back (the mapping may be unmapped then). It is a
