@@ -331,8 +331,12 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("bad config", func(t *testing.T) {
 		for _, l := range []Limits{
-			{Min: []float64{0}, Max: []float64{}},
 			{Min: []float64{1}, Max: []float64{0}},
+			{Min: []float64{0, 0}, Max: []float64{1, -1}},
+			{Min: []float64{2}, Max: []float64{1, 3}},
+			{Min: []float64{math.Inf(-1)}},
+			{Max: []float64{math.NaN()}},
+			{Max: []float64{1, 1, 1}},
 			{Min: []float64{0, 0, 0}, Max: []float64{1, 1, 1}},
 			{MaxStep: []float64{0}},
 			{MaxStep: []float64{math.NaN()}},
@@ -345,4 +349,72 @@ func TestLimits(t *testing.T) {
 			t.Error("gripper dimension 2 of 2 accepted")
 		}
 	})
+}
+
+// TestOneSidedLimits: limits.min alone or limits.max alone is a bound on
+// one side, which enables the stage; clamp moves only the values past it,
+// refuse names it as the limit; the other side is unbounded.
+func TestOneSidedLimits(t *testing.T) {
+	const T, D = 4, 2
+	dt := 50 * time.Millisecond
+	t0 := time.Unix(10, 0)
+	in := chunk(T, D, func(r, j int) float32 { return float32(r*D+j) - 3 }) // -3 to 4
+	for _, c := range []struct {
+		name   string
+		limits Limits
+		lo, hi float64
+	}{
+		{"max alone", Limits{Max: []float64{1}}, math.Inf(-1), 1},
+		{"min alone", Limits{Min: []float64{-1}}, -1, math.Inf(1)},
+		{"max alone per dimension", Limits{Max: []float64{1, 2}}, math.Inf(-1), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Limits: c.limits}
+			if !cfg.Enabled() {
+				t.Fatal("a one-sided limit leaves the stage disabled")
+			}
+			p, err := New(cfg, T, D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]float32, T*D)
+			res, err := p.Apply(dst, in, t0, dt)
+			if err != nil || !res.Clamped {
+				t.Fatalf("clamp: res %+v err %v", res, err)
+			}
+			for i, v := range dst {
+				lo, hi := c.limits.Bounds(i % D)
+				want := math.Min(math.Max(float64(in[i]), lo), hi)
+				if float64(v) != want {
+					t.Errorf("value %d: %v clamped to %v, want %v", i, in[i], v, want)
+				}
+			}
+			cfg.Limits.Mode = LimitRefuse
+			p, err = New(cfg, T, D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Apply(dst, in, t0, dt)
+			r, ok := err.(*Refusal)
+			if !ok || r.Reason != ReasonBounds {
+				t.Fatalf("refuse: got %v", err)
+			}
+			if math.IsInf(c.lo, 0) && (r.Limit != c.hi || r.Value <= c.hi) {
+				t.Errorf("refused %v against %v, want a value above the upper bound %v", r.Value, r.Limit, c.hi)
+			}
+			if !math.IsInf(c.lo, 0) && (r.Limit != c.lo || r.Value >= c.lo) {
+				t.Errorf("refused %v against %v, want a value below the lower bound %v", r.Value, r.Limit, c.lo)
+			}
+			// Within the one bound, any value on the open side passes.
+			inside := chunk(T, D, func(r, j int) float32 {
+				if math.IsInf(c.lo, 0) {
+					return -1e30
+				}
+				return 1e30
+			})
+			if _, err := p.Apply(dst, inside, t0.Add(time.Hour), dt); err != nil {
+				t.Errorf("a value on the unbounded side refused: %v", err)
+			}
+		})
+	}
 }

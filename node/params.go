@@ -187,13 +187,8 @@ func (p *Params) validateActions() error {
 			return fmt.Errorf("parameters \"actions.topic\" and \"topics.actions\" name the same topic %q", a.Topic)
 		}
 	}
-	if len(a.Post.Limits.Min) != len(a.Post.Limits.Max) {
-		return fmt.Errorf("parameters \"actions.limits.min\" and \"actions.limits.max\" must have the same length, got %d and %d", len(a.Post.Limits.Min), len(a.Post.Limits.Max))
-	}
-	for i := range a.Post.Limits.Min {
-		if lo, hi := a.Post.Limits.Min[i], a.Post.Limits.Max[i]; lo > hi {
-			return fmt.Errorf("actions limit %d: need actions.limits.min <= actions.limits.max, got [%v, %v]", i, lo, hi)
-		}
+	if err := a.Post.Limits.Check(0); err != nil {
+		return fmt.Errorf("parameters \"actions.limits.*\": %w", err)
 	}
 	return nil
 }
