@@ -88,7 +88,7 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Params.Validate(); err != nil {
+	if err := cfg.Params.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
 		return nil, err
 	}
 	if cfg.Open == nil {

@@ -181,7 +181,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if _, err := p.ApplyQoSOverrides(namespaceOf(cfg.Name)); err != nil {
 		return nil, err
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
 		return nil, err
 	}
 	if b == nil {
