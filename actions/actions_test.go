@@ -163,6 +163,29 @@ func TestHostileStats(t *testing.T) {
 		{"zero std", `{"action": {"default": {"global_mean": ` + good7 + `, "global_std": [1, 1, 1, 0, 1, 1, 1]}}}`, "z-score", "default", false, []string{`"default"`, "global_std[3] is 0", "positive std"}},
 		{"overflowing number", `{"action": {"default": {"global_min": [0, 1e999, 0, 0, 0, 0, 0], "global_max": ` + good7 + `}}}`, "min/max", "default", false, []string{"global_min[1]", "finite"}},
 		{"not json", `{"action": `, "min/max", "default", false, []string{"not a JSON object"}},
+		{"duplicate statistic", `{"action": {"default": {"global_min": ` + good7 + `, "global_max": [1, 1, 1, 1, 1, 1, 1], "global_max": ` + good7 + `}}}`, "min/max", "default", false,
+			[]string{`in "action": in "default": the key "global_max" appears twice in one object`}},
+		{"duplicate action key", `{"action": {"default": {"global_min": ` + good7 + `, "global_max": [1, 1, 1, 1, 1, 1, 1]}, "default": {}}}`, "min/max", "default", false,
+			[]string{`in "action": the key "default" appears twice`}},
+		{"duplicate section", `{"action": {"default": {"global_min": ` + good7 + `, "global_max": [1, 1, 1, 1, 1, 1, 1]}}, "action": {}}`, "min/max", "default", false,
+			[]string{`the key "action" appears twice`}},
+		{"duplicate in a statistic not read", `{"action": {"default": {"global_min": ` + good7 + `, "global_max": [1, 1, 1, 1, 1, 1, 1]}}, "state": {"default": {"mean": [0], "mean": [1]}}}`, "min/max", "default", false,
+			[]string{`in "state": in "default": the key "mean" appears twice`}},
+		{"duplicate NaN file", `{"action": {"default": {"global_min": [NaN], "global_min": [0]}}}`, "min/max", "default", false,
+			[]string{`the key "global_min" appears twice`}},
+		{"max below min", `{"action": {"default": {"global_min": ` + good7 + `, "global_max": [1, 1, 0.1, 1, 1, 1, 1]}}}`, "min/max", "default", false,
+			[]string{`"default"`, "global_max[2] is 0.1, below global_min[2] 0.3"}},
+		{"q99 below q01 stepwise", `{"action": {"default": {"stepwise_q01": [` + strings.Repeat(good7+",", 31) + good7 + `], "stepwise_q99": [` + strings.Repeat("[1, 1, 1, 1, 1, 1, 1],", 30) + `[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0.5, 1]]}}}`, "q01/q99", "default", true,
+			[]string{"stepwise_q99[31][5] is 0.5, below stepwise_q01[31][5] 0.6"}},
+		{"null value", `{"action": {"default": {"global_min": [null, 0, 0, 0, 0, 0, 0], "global_max": ` + good7 + `}}}`, "min/max", "default", false,
+			[]string{`"default"`, "global_min[0] is null: want a finite number"}},
+		{"null list", `{"action": {"default": {"global_min": null, "global_max": ` + good7 + `}}}`, "min/max", "default", false,
+			[]string{"global_min: want a list of 7 numbers: got null"}},
+		{"null rows", `{"action": {"default": {"stepwise_min": null, "stepwise_max": null}}}`, "min/max", "default", true,
+			[]string{"stepwise_min: want a list of 32 lists of 7 numbers: got null"}},
+		{"null key", `{"action": {"default": null}}`, "min/max", "default", false, []string{`action key "default": not an object of statistics: got null`}},
+		{"null action", `{"action": null}`, "min/max", "default", false, []string{`"action": not an object of keys: got null`}},
+		{"null file", `null`, "min/max", "default", false, []string{"is null; want a JSON object"}},
 		{"trailing data", `{"action": {}} {}`, "min/max", "default", false, []string{"after the JSON value"}},
 	}
 	for _, c := range cases {
@@ -331,8 +354,12 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("bad config", func(t *testing.T) {
 		for _, l := range []Limits{
-			{Min: []float64{0}, Max: []float64{}},
 			{Min: []float64{1}, Max: []float64{0}},
+			{Min: []float64{0, 0}, Max: []float64{1, -1}},
+			{Min: []float64{2}, Max: []float64{1, 3}},
+			{Min: []float64{math.Inf(-1)}},
+			{Max: []float64{math.NaN()}},
+			{Max: []float64{1, 1, 1}},
 			{Min: []float64{0, 0, 0}, Max: []float64{1, 1, 1}},
 			{MaxStep: []float64{0}},
 			{MaxStep: []float64{math.NaN()}},
@@ -345,4 +372,72 @@ func TestLimits(t *testing.T) {
 			t.Error("gripper dimension 2 of 2 accepted")
 		}
 	})
+}
+
+// TestOneSidedLimits: limits.min alone or limits.max alone is a bound on
+// one side, which enables the stage; clamp moves only the values past it,
+// refuse names it as the limit; the other side is unbounded.
+func TestOneSidedLimits(t *testing.T) {
+	const T, D = 4, 2
+	dt := 50 * time.Millisecond
+	t0 := time.Unix(10, 0)
+	in := chunk(T, D, func(r, j int) float32 { return float32(r*D+j) - 3 }) // -3 to 4
+	for _, c := range []struct {
+		name   string
+		limits Limits
+		lo, hi float64
+	}{
+		{"max alone", Limits{Max: []float64{1}}, math.Inf(-1), 1},
+		{"min alone", Limits{Min: []float64{-1}}, -1, math.Inf(1)},
+		{"max alone per dimension", Limits{Max: []float64{1, 2}}, math.Inf(-1), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Limits: c.limits}
+			if !cfg.Enabled() {
+				t.Fatal("a one-sided limit leaves the stage disabled")
+			}
+			p, err := New(cfg, T, D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]float32, T*D)
+			res, err := p.Apply(dst, in, t0, dt)
+			if err != nil || !res.Clamped {
+				t.Fatalf("clamp: res %+v err %v", res, err)
+			}
+			for i, v := range dst {
+				lo, hi := c.limits.Bounds(i % D)
+				want := math.Min(math.Max(float64(in[i]), lo), hi)
+				if float64(v) != want {
+					t.Errorf("value %d: %v clamped to %v, want %v", i, in[i], v, want)
+				}
+			}
+			cfg.Limits.Mode = LimitRefuse
+			p, err = New(cfg, T, D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Apply(dst, in, t0, dt)
+			r, ok := err.(*Refusal)
+			if !ok || r.Reason != ReasonBounds {
+				t.Fatalf("refuse: got %v", err)
+			}
+			if math.IsInf(c.lo, 0) && (r.Limit != c.hi || r.Value <= c.hi) {
+				t.Errorf("refused %v against %v, want a value above the upper bound %v", r.Value, r.Limit, c.hi)
+			}
+			if !math.IsInf(c.lo, 0) && (r.Limit != c.lo || r.Value >= c.lo) {
+				t.Errorf("refused %v against %v, want a value below the lower bound %v", r.Value, r.Limit, c.lo)
+			}
+			// Within the one bound, any value on the open side passes.
+			inside := chunk(T, D, func(r, j int) float32 {
+				if math.IsInf(c.lo, 0) {
+					return -1e30
+				}
+				return 1e30
+			})
+			if _, err := p.Apply(dst, inside, t0.Add(time.Hour), dt); err != nil {
+				t.Errorf("a value on the unbounded side refused: %v", err)
+			}
+		})
+	}
 }

@@ -50,14 +50,68 @@ func (m LimitMode) String() string {
 }
 
 // Limits are the safety limits checked on the executable actions. Min, Max
-// and MaxStep hold no value (no limit), one value for every dimension, or
-// one per dimension. MaxStep bounds |a[i][j] - a[i-1][j]| between
-// consecutive actions, and across the seam: between a chunk's first row
-// and the previous accepted chunk's action for the instant before it.
+// and MaxStep each hold no value (no limit), one value for every
+// dimension, or one per dimension: Min alone or Max alone is a one-sided
+// bound. MaxStep bounds |a[i][j] - a[i-1][j]| between consecutive actions,
+// and across the seam: between a chunk's first row and the previous
+// accepted chunk's action for the instant before it.
 type Limits struct {
 	Min, Max []float64
 	MaxStep  []float64
 	Mode     LimitMode
+}
+
+// Bounded reports whether Min or Max holds a value.
+func (l Limits) Bounded() bool { return len(l.Min) > 0 || len(l.Max) > 0 }
+
+// Bounds returns the bounds of dimension j: -Inf where Min holds no
+// value, +Inf where Max holds none.
+func (l Limits) Bounds(j int) (lo, hi float64) {
+	lo, hi = math.Inf(-1), math.Inf(1)
+	if len(l.Min) > 0 {
+		lo = pick(l.Min, j)
+	}
+	if len(l.Max) > 0 {
+		hi = pick(l.Max, j)
+	}
+	return lo, hi
+}
+
+// Check checks the limits against each other: counts of none, 1 or dim
+// values (with dim 0, before the action dimension is known: Min and Max
+// both of more than one value must have as many), finite bounds with each
+// min <= its max, each max_step positive and finite. Its errors name the
+// limits as limits.min, limits.max and limits.max_step.
+func (l Limits) Check(dim int) error {
+	for _, v := range []struct {
+		name string
+		vals []float64
+	}{{"limits.min", l.Min}, {"limits.max", l.Max}, {"limits.max_step", l.MaxStep}} {
+		if n := len(v.vals); dim > 0 && n != 0 && n != 1 && n != dim {
+			return fmt.Errorf("%s has %d values; want none, 1 or %d (the action dimension)", v.name, n, dim)
+		}
+		for i, f := range v.vals {
+			if !isFinite(f) {
+				return fmt.Errorf("%s[%d] is %v; want a finite number", v.name, i, f)
+			}
+		}
+	}
+	if n, m := len(l.Min), len(l.Max); n > 1 && m > 1 && n != m {
+		return fmt.Errorf("limits.min has %d values and limits.max %d; want as many when both give one per action dimension", n, m)
+	}
+	if len(l.Min) > 0 && len(l.Max) > 0 {
+		for j := range max(len(l.Min), len(l.Max)) {
+			if lo, hi := l.Bounds(j); lo > hi {
+				return fmt.Errorf("limit %d: want limits.min <= limits.max, got [%v, %v]", j, lo, hi)
+			}
+		}
+	}
+	for i, s := range l.MaxStep {
+		if !(s > 0) {
+			return fmt.Errorf("limits.max_step[%d] is %v; want a positive finite number", i, s)
+		}
+	}
+	return nil
 }
 
 // Config is the whole post-processing stage.
@@ -74,7 +128,7 @@ type Config struct {
 // configured the node publishes the model's rows only.
 func (c Config) Enabled() bool {
 	return c.Norm.Kind != KindOff || c.Gripper.Enabled() ||
-		len(c.Limits.Min) > 0 || len(c.Limits.MaxStep) > 0
+		c.Limits.Bounded() || len(c.Limits.MaxStep) > 0
 }
 
 // Refusal says why a chunk was refused.
@@ -149,27 +203,8 @@ func New(cfg Config, tokens, dim int) (*Post, error) {
 	if cfg.Gripper.Enabled() && (p.gripper < 0 || p.gripper >= dim) {
 		return nil, fmt.Errorf("actions: gripper dimension %d is outside the %d action dimensions", cfg.Gripper.Dim, dim)
 	}
-	l := cfg.Limits
-	if len(l.Min) != len(l.Max) {
-		return nil, fmt.Errorf("actions: limits.min and limits.max have %d and %d values; want as many", len(l.Min), len(l.Max))
-	}
-	for _, v := range []struct {
-		name string
-		n    int
-	}{{"limits.min and limits.max", len(l.Min)}, {"limits.max_step", len(l.MaxStep)}} {
-		if v.n != 0 && v.n != 1 && v.n != dim {
-			return nil, fmt.Errorf("actions: %s have %d values; want none, 1 or %d (the action dimension)", v.name, v.n, dim)
-		}
-	}
-	for i := range l.Min {
-		if !isFinite(l.Min[i]) || !isFinite(l.Max[i]) || l.Min[i] > l.Max[i] {
-			return nil, fmt.Errorf("actions: limit %d: want finite limits.min <= limits.max, got [%v, %v]", i, l.Min[i], l.Max[i])
-		}
-	}
-	for i, s := range l.MaxStep {
-		if !(s > 0) || math.IsInf(s, 0) {
-			return nil, fmt.Errorf("actions: limits.max_step[%d] is %v; want a positive finite number", i, s)
-		}
+	if err := cfg.Limits.Check(dim); err != nil {
+		return nil, fmt.Errorf("actions: %w", err)
 	}
 	return p, nil
 }
@@ -232,8 +267,8 @@ func (p *Post) Apply(dst, src []float32, stamp time.Time, dt time.Duration) (Res
 					v, res.Clamped = before+math.Copysign(ms, d), true
 				}
 			}
-			if len(l.Min) > 0 {
-				lo, hi := pick(l.Min, j), pick(l.Max, j)
+			if l.Bounded() {
+				lo, hi := l.Bounds(j)
 				if v < lo || v > hi {
 					if l.Mode == LimitRefuse {
 						lim := lo

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/fastwam/actionexpert/internal/regfile"
+	"github.com/fastwam/actionexpert/internal/strictjson"
 )
 
 // MaxStatsFile bounds the size of a dataset_stats.json: the statistics of
@@ -147,10 +148,13 @@ func LoadNormalizer(path string, spec StatsSpec, tokens, dim int) (*Normalizer, 
 //
 //	{"action": {"<key>": {"global_min": [D numbers], "stepwise_min": [T lists of D numbers], ...}}, "state": {...}}
 //
-// Only the two statistics the mode needs are read, and checked: present,
-// of the right shape (D = dim; T = tokens when stepwise), finite; a range
-// below RangeTol is handled as upstream does (not scaled), a std that is
-// not positive is refused.
+// The whole file is refused when one of its objects, at any depth, holds a
+// key twice (encoding/json would keep the last silently). Only the two
+// statistics the mode needs are read, and checked: present, of the right
+// shape (D = dim; T = tokens when stepwise), finite numbers (a null is
+// refused by name); a range's upper statistic below its lower one is
+// refused, a range below RangeTol is handled as upstream does (not
+// scaled), a std that is not positive is refused.
 func ParseNormalizer(data []byte, spec StatsSpec, tokens, dim int) (*Normalizer, error) {
 	if !spec.Mode.NeedsStats() {
 		return nil, fmt.Errorf("norm mode %s reads no statistics", spec.Mode)
@@ -158,25 +162,32 @@ func ParseNormalizer(data []byte, spec StatsSpec, tokens, dim int) (*Normalizer,
 	if tokens < 1 || dim < 1 {
 		return nil, fmt.Errorf("chunk of %d x %d actions: want at least 1 x 1", tokens, dim)
 	}
+	data = quoteNonFinite(data)
 	var top map[string]json.RawMessage
-	if err := decodeStrict(quoteNonFinite(data), &top); err != nil {
+	if err := decodeStrict(data, &top); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	if top == nil {
+		return nil, errors.New("is null; want a JSON object")
+	}
+	if err := strictjson.NoDuplicates(data); err != nil {
+		return nil, err
 	}
 	rawAction, ok := top["action"]
 	if !ok {
 		return nil, fmt.Errorf(`no "action" section (the file has %s)`, keyList(top))
 	}
 	var keys map[string]json.RawMessage
-	if err := decodeStrict(rawAction, &keys); err != nil {
-		return nil, fmt.Errorf(`"action": not an object of keys: %w`, err)
+	if err := decodeStrict(rawAction, &keys); err != nil || keys == nil {
+		return nil, fmt.Errorf(`"action": not an object of keys: %w`, orNull(err))
 	}
 	rawKey, ok := keys[spec.Key]
 	if !ok {
 		return nil, fmt.Errorf(`action key %q: not in the file (it has %s)`, spec.Key, keyList(keys))
 	}
 	var stats map[string]json.RawMessage
-	if err := decodeStrict(rawKey, &stats); err != nil {
-		return nil, fmt.Errorf("action key %q: not an object of statistics: %w", spec.Key, err)
+	if err := decodeStrict(rawKey, &stats); err != nil || stats == nil {
+		return nil, fmt.Errorf("action key %q: not an object of statistics: %w", spec.Key, orNull(err))
 	}
 	prefix, rows := "global_", 1
 	if spec.Stepwise {
@@ -201,6 +212,11 @@ func ParseNormalizer(data []byte, spec StatsSpec, tokens, dim int) (*Normalizer,
 			}
 			n.Scale[i], n.Offset[i] = zscore(lo[i], std)
 			continue
+		}
+		if hi[i] < lo[i] {
+			at := index(i, dim, spec.Stepwise)
+			return nil, fmt.Errorf("action key %q: %s%s[%s] is %v, below %s%s[%s] %v: want the upper statistic of a range at or above its lower one",
+				spec.Key, prefix, hiName, at, hi[i], prefix, loName, at, lo[i])
 		}
 		n.Scale[i], n.Offset[i] = rangeMap(lo[i], hi[i])
 	}
@@ -276,8 +292,8 @@ func readStat(stats map[string]json.RawMessage, key, name string, stepwise bool,
 	var out []float64
 	if stepwise {
 		var rows []json.RawMessage
-		if err := decodeStrict(raw, &rows); err != nil {
-			return nil, fmt.Errorf("action key %q: %s: want a list of %d lists of %d numbers: %w", key, name, tokens, dim, err)
+		if err := decodeStrict(raw, &rows); err != nil || rows == nil {
+			return nil, fmt.Errorf("action key %q: %s: want a list of %d lists of %d numbers: %w", key, name, tokens, dim, orNull(err))
 		}
 		if len(rows) != tokens {
 			return nil, fmt.Errorf("action key %q: %s has %d rows; want %d (the chunk length)", key, name, len(rows), tokens)
@@ -301,14 +317,17 @@ func readStat(stats map[string]json.RawMessage, key, name string, stepwise bool,
 // numbers reads a list of exactly dim finite numbers.
 func numbers(raw json.RawMessage, name string, dim int) ([]float64, error) {
 	var vals []json.RawMessage
-	if err := decodeStrict(raw, &vals); err != nil {
-		return nil, fmt.Errorf("%s: want a list of %d numbers: %w", name, dim, err)
+	if err := decodeStrict(raw, &vals); err != nil || vals == nil {
+		return nil, fmt.Errorf("%s: want a list of %d numbers: %w", name, dim, orNull(err))
 	}
 	if len(vals) != dim {
 		return nil, fmt.Errorf("%s has %d values; want %d (the action dimension)", name, len(vals), dim)
 	}
 	out := make([]float64, dim)
 	for i, s := range vals {
+		if isNull(s) {
+			return nil, fmt.Errorf("%s[%d] is null: want a finite number", name, i)
+		}
 		var str string
 		if json.Unmarshal(s, &str) == nil {
 			// A quoted NaN or Infinity (see quoteNonFinite), or a string.
@@ -380,6 +399,20 @@ func decodeStrict(data []byte, v any) error {
 		return errors.New("data after the JSON value")
 	}
 	return nil
+}
+
+// isNull reports whether raw is the JSON null, which encoding/json decodes
+// into any value without an error, leaving it as it was.
+func isNull(raw []byte) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// orNull is err, or for a value that decoded without one into nothing, the
+// error of a JSON null (the only such value): decodeStrict succeeded on
+// null and left the map or slice nil.
+func orNull(err error) error {
+	if err != nil {
+		return err
+	}
+	return errors.New("got null")
 }
 
 func keyList(m map[string]json.RawMessage) string {

@@ -75,11 +75,32 @@ func TestActionsPostProcessing(t *testing.T) {
 
 // TestActionsLimitsRefuse: a chunk over a limit in refuse mode goes out on
 // neither topic, is counted by reason in the diagnostics (WARN), and the
-// next chunk within the limits is published again.
+// next chunk within the limits is published again. A one-sided limit,
+// actions.limits.min or actions.limits.max set alone (from -p), refuses
+// too.
 func TestActionsLimitsRefuse(t *testing.T) {
+	for _, limits := range [][]string{
+		{"actions.limits.min:=[-1e-6]", "actions.limits.max:=[1e-6]"},
+		{"actions.limits.max:=[-1e6]"},
+		{"actions.limits.min:=[1e6]"},
+	} {
+		t.Run(strings.Join(limits, " "), func(t *testing.T) { testActionsLimitsRefuse(t, limits) })
+	}
+}
+
+func testActionsLimitsRefuse(t *testing.T, limits []string) {
 	d := tinyDims()
 	p := testParams()
-	p.Actions.Post.Limits = actions.Limits{Min: []float64{-1e-6}, Max: []float64{1e-6}, Mode: actions.LimitRefuse}
+	args := []string{"--ros-args", "-p", "actions.limits.mode:=refuse"}
+	for _, l := range limits {
+		args = append(args, "-p", l)
+	}
+	if err := p.ApplyROSArgs(args, "/fastwam_action_expert"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, p, newTestBackend(d))
 	robot := robotChunks(t, h, p.Actions.Topic)
 	h.waitState(StateActive)
@@ -156,6 +177,22 @@ func TestActionsConfigErrors(t *testing.T) {
 	p.Actions.Post.Key = "default"
 	if _, err := New(Config{Params: p}, newTestBackend(d), NewBus()); err != nil {
 		t.Errorf("good stats: %v", err)
+	}
+	for _, c := range []struct{ min, max, want string }{
+		{"[1.0]", "[0.0]", `parameters "actions.limits.*": limit 0: want limits.min <= limits.max, got [1, 0]`},
+		{"[0.0, 0.0]", "[1.0, 1.0, 1.0]", `parameters "actions.limits.*": limits.min has 2 values and limits.max 3`},
+		{"[2.0]", "[3.0, 1.0]", `limit 1: want limits.min <= limits.max, got [2, 1]`},
+	} {
+		q := testParams()
+		if err := q.Set("actions.limits.min", c.min); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Set("actions.limits.max", c.max); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("min %s max %s: %v, want an error containing %q", c.min, c.max, err, c.want)
+		}
 	}
 	q := testParams()
 	if err := q.Set("actions.topic", `"`+q.Topics.Actions+`"`); err != nil {

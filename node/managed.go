@@ -84,8 +84,11 @@ type Managed struct {
 // NewManaged validates the parameters and creates the node's publishers
 // and subscriptions on t. Nothing is loaded until Configure.
 func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
-	ignoredQoS := cfg.Params.ApplyQoSOverrides(namespaceOf(cfg.Name))
-	if err := cfg.Params.Validate(); err != nil {
+	ignoredQoS, err := cfg.Params.ApplyQoSOverrides(namespaceOf(cfg.Name))
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Params.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
 		return nil, err
 	}
 	if cfg.Open == nil {
@@ -102,7 +105,6 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 		m.now = time.Now
 	}
 	p := cfg.Params
-	var err error
 	if m.actions, err = t.Advertise(Topic{Name: p.Topics.Actions, Type: msgs.TypeActionChunk, QoS: p.QoS.Actions}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Actions, err)
 	}

@@ -178,8 +178,10 @@ type hostTimes struct {
 // t. The caller keeps ownership of b and closes it after Run returns.
 func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	p := cfg.Params
-	p.ApplyQoSOverrides(namespaceOf(cfg.Name))
-	if err := p.Validate(); err != nil {
+	if _, err := p.ApplyQoSOverrides(namespaceOf(cfg.Name)); err != nil {
+		return nil, err
+	}
+	if err := p.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
 		return nil, err
 	}
 	if b == nil {

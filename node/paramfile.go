@@ -18,7 +18,7 @@ func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params
 	if err := p.ApplyROSArgs(args, nodeName, opts...); err != nil {
 		return Params{}, err
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.ValidateAs(nodeName); err != nil {
 		return Params{}, err
 	}
 	return p, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/internal/shutdown"
+	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 // Backend names accepted by the backend parameter.
@@ -179,21 +180,8 @@ func (p *Params) validateActions() error {
 	if a.Post.Norm.NeedsStats() && a.Post.Stats == "" {
 		return fmt.Errorf("parameter \"actions.stats_file\" must name the checkpoint's dataset_stats.json when actions.norm_mode is %s", a.Post.Norm)
 	}
-	if a.Post.Enabled() {
-		if strings.TrimSpace(a.Topic) == "" {
-			return errors.New("parameter \"actions.topic\" must not be empty")
-		}
-		if a.Topic == p.Topics.Actions {
-			return fmt.Errorf("parameters \"actions.topic\" and \"topics.actions\" name the same topic %q", a.Topic)
-		}
-	}
-	if len(a.Post.Limits.Min) != len(a.Post.Limits.Max) {
-		return fmt.Errorf("parameters \"actions.limits.min\" and \"actions.limits.max\" must have the same length, got %d and %d", len(a.Post.Limits.Min), len(a.Post.Limits.Max))
-	}
-	for i := range a.Post.Limits.Min {
-		if lo, hi := a.Post.Limits.Min[i], a.Post.Limits.Max[i]; lo > hi {
-			return fmt.Errorf("actions limit %d: need actions.limits.min <= actions.limits.max, got [%v, %v]", i, lo, hi)
-		}
+	if err := a.Post.Limits.Check(0); err != nil {
+		return fmt.Errorf("parameters \"actions.limits.*\": %w", err)
 	}
 	return nil
 }
@@ -693,8 +681,55 @@ func (p *Params) KVInputTopic() string {
 }
 
 // Validate checks what no single parameter can: the inputs the chosen
-// backend needs and the consistency of related parameters.
-func (p *Params) Validate() error {
+// backend needs and the consistency of related parameters; topic names
+// are compared as written (ValidateAs resolves them for the node).
+func (p *Params) Validate() error { return p.ValidateAs("") }
+
+// FixedTopics are the topics every ROS 2 node of this package has besides
+// those its parameters name: the log, the parameter events, and /clock
+// with use_sim_time.
+func FixedTopics(useSimTime bool) []rosparam.TopicUse {
+	t := []rosparam.TopicUse{
+		{Name: "/rosout", Fixed: "the log topic every ROS node publishes"},
+		{Name: TopicParameterEvents, Fixed: "the parameter events topic every ROS node publishes"},
+	}
+	if useSimTime {
+		t = append(t, rosparam.TopicUse{Name: rostime.ClockTopic, Fixed: "the clock topic the node subscribes to with use_sim_time"})
+	}
+	return t
+}
+
+// topicUses lists the topics the node creates with these parameters:
+// those its parameters name (the ones in use), then the fixed ones.
+func (p *Params) topicUses() []rosparam.TopicUse {
+	t := []rosparam.TopicUse{{Param: "topics.kv_cache", Name: p.Topics.KVCache}}
+	if p.KVTransport == KVTransportSHM {
+		t[0] = rosparam.TopicUse{Param: "shm.topic", Name: p.SHM.Topic}
+	}
+	t = append(t,
+		rosparam.TopicUse{Param: "topics.context", Name: p.Topics.Context},
+		rosparam.TopicUse{Param: "topics.actions", Name: p.Topics.Actions},
+		rosparam.TopicUse{Param: "topics.diagnostics", Name: p.Topics.Diagnostics})
+	if p.Actions.Post.Enabled() {
+		t = append(t, rosparam.TopicUse{Param: "actions.topic", Name: p.Actions.Topic})
+	}
+	t = append(t, rosparam.TopicUse{Name: TopicTransitionEvent, Fixed: "the lifecycle's transition events"})
+	return append(t, FixedTopics(p.UseSimTime)...)
+}
+
+// nodeNameOr is fqn, or DefaultNodeName when it is empty (Config.Name).
+func nodeNameOr(fqn string) string {
+	if fqn == "" {
+		return DefaultNodeName
+	}
+	return fqn
+}
+
+// ValidateAs is Validate for the node whose fully qualified name is fqn:
+// every topic name in use must be valid, and no two of the node's topics
+// (its fixed ones too) may resolve alike in it; "" compares the names as
+// written.
+func (p *Params) ValidateAs(fqn string) error {
 	switch p.Backend {
 	case BackendHTP:
 		if p.HTP.ContextBinary == "" {
@@ -707,19 +742,31 @@ func (p *Params) Validate() error {
 	default:
 		return fmt.Errorf("parameter \"backend\" must be %q or %q, got %q", BackendHTP, BackendCPU, p.Backend)
 	}
-	for _, t := range []struct{ name, v string }{
-		{"topics.kv_cache", p.Topics.KVCache}, {"topics.context", p.Topics.Context},
-		{"topics.actions", p.Topics.Actions}, {"topics.diagnostics", p.Topics.Diagnostics},
+	if p.KVTransport == KVTransportSHM && (strings.TrimSpace(p.SHM.Topic) == "" || p.SHM.Dir == "") {
+		return fmt.Errorf("parameters \"shm.topic\" and \"shm.dir\" must not be empty when kv_transport is %q", KVTransportSHM)
+	}
+	if p.Actions.Post.Enabled() && strings.TrimSpace(p.Actions.Topic) == "" {
+		return errors.New("parameter \"actions.topic\" must not be empty")
+	}
+	// Every topic parameter: those in use, and the others when set.
+	for _, t := range []struct {
+		name, v string
+		inUse   bool
+	}{
+		{"topics.kv_cache", p.Topics.KVCache, true}, {"topics.context", p.Topics.Context, true},
+		{"topics.actions", p.Topics.Actions, true}, {"topics.diagnostics", p.Topics.Diagnostics, true},
+		{"shm.topic", p.SHM.Topic, p.KVTransport == KVTransportSHM},
+		{"actions.topic", p.Actions.Topic, p.Actions.Post.Enabled()},
 	} {
+		if t.v == "" && !t.inUse {
+			continue
+		}
 		if err := rosparam.ValidateTopicName(t.v); err != nil {
 			return fmt.Errorf("parameter %q: %w", t.name, err)
 		}
 	}
-	if p.KVTransport == KVTransportSHM && (strings.TrimSpace(p.SHM.Topic) == "" || p.SHM.Dir == "") {
-		return fmt.Errorf("parameters \"shm.topic\" and \"shm.dir\" must not be empty when kv_transport is %q", KVTransportSHM)
-	}
-	if p.Topics.KVCache == p.Topics.Context {
-		return fmt.Errorf("parameters \"topics.kv_cache\" and \"topics.context\" name the same topic %q", p.Topics.KVCache)
+	if err := rosparam.CheckTopicCollisions(fqn, p.topicUses()); err != nil {
+		return err
 	}
 	if p.Sync.Timeout <= 0 {
 		return fmt.Errorf("parameter \"sync.timeout\" must be positive, got %v", p.Sync.Timeout)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 )
 
@@ -180,6 +183,55 @@ func TestValidateAcrossParameters(t *testing.T) {
 	}
 	if _, err := LoadParams(ros(append(base, "-p", "use_sim_time:=false")...), fqn); err != nil {
 		t.Errorf("use_sim_time false: %v", err)
+	}
+}
+
+// TestTopicParameters: actions.topic and shm.topic are validated as topic
+// names (in use, or when set), and no two of the node's topics, its fixed
+// ones included, may resolve alike in its namespace; each error names
+// both parameters (or the parameter and the fixed topic).
+func TestTopicParameters(t *testing.T) {
+	base := []string{"-p", "htp.context_binary:=/m.bin"}
+	post := []string{"-p", "actions.gripper.invert:=true"} // any actions.* stage publishes actions.topic
+	for _, c := range []struct {
+		fqn   string
+		rules []string
+		want  string
+	}{
+		{fqn, append(post, "-p", "actions.topic:='robot chunk'"), `parameter "actions.topic": topic name "robot chunk" is not a valid ROS topic name: it holds " " at byte 5`},
+		{fqn, []string{"-p", "actions.topic:='robot chunk'"}, `parameter "actions.topic": topic name "robot chunk"`}, // set, though not in use
+		{fqn, []string{"-p", "actions.topic:=''"}, ""},
+		{fqn, []string{"-p", "shm.topic:='kv handoff'"}, `parameter "shm.topic": topic name "kv handoff" is not a valid ROS topic name`},
+		{fqn, append(post, "-p", "actions.topic:=/action_chunk"), `parameters "topics.actions" and "actions.topic" name the same topic "/action_chunk" in node /fastwam_action_expert (given as "action_chunk" and "/action_chunk")`},
+		{fqn, append(post, "-p", "actions.topic:=/diagnostics"), `parameters "topics.diagnostics" and "actions.topic" name the same topic "/diagnostics"`},
+		{fqn, []string{"-p", "actions.topic:=/diagnostics"}, ""}, // not published without actions.*
+		{fqn, []string{"-p", "topics.context:=/video_kv_cache"}, `parameters "topics.kv_cache" and "topics.context" name the same topic "/video_kv_cache"`},
+		{fqn, []string{"-p", "kv_transport:=shm", "-p", "shm.topic:=text_context"}, `parameters "shm.topic" and "topics.context" name the same topic "/text_context"`},
+		{fqn, []string{"-p", "kv_transport:=shm", "-p", "topics.kv_cache:=text_context"}, ""}, // not subscribed with shm
+		{fqn, []string{"-p", "topics.actions:=rosout"}, `parameter "topics.actions" names the topic "/rosout" in node /fastwam_action_expert, the log topic every ROS node publishes`},
+		{fqn, []string{"-p", "topics.diagnostics:=/parameter_events"}, `parameter "topics.diagnostics" names the topic "/parameter_events"`},
+		{fqn, []string{"-p", "topics.context:=~/transition_event"}, `parameter "topics.context" names the topic "/fastwam_action_expert/transition_event" in node /fastwam_action_expert, the lifecycle's transition events`},
+		{fqn, []string{"-p", "use_sim_time:=true", "-p", "topics.context:=/clock"}, `parameter "topics.context" names the topic "/clock"`},
+		{"/arm/fastwam_action_expert", append(post, "-p", "actions.topic:=/action_chunk"), ""},
+		{"/arm/fastwam_action_expert", []string{"-p", "topics.context:=/arm/video_kv_cache"}, `name the same topic "/arm/video_kv_cache" in node /arm/fastwam_action_expert`},
+	} {
+		_, err := LoadParams(ros(append(append([]string(nil), base...), c.rules...)...), c.fqn)
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: error %v, want %q", c.fqn, c.rules, err, c.want)
+		}
+	}
+	// NewManaged resolves in the node's name too.
+	p := DefaultParams()
+	p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
+	p.Topics.Context = "/action_chunk"
+	open := func(context.Context, Params) (expert.Backend, error) {
+		return nil, errors.New("not opened in this test")
+	}
+	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, NewBus()); err == nil || !strings.Contains(err.Error(), `"topics.context" and "topics.actions"`) {
+		t.Errorf("NewManaged with topics.context /action_chunk: %v", err)
+	}
+	if _, err := NewManaged(ManagedConfig{Params: p, Name: "/arm/fastwam_action_expert", Open: open}, NewBus()); err != nil {
+		t.Errorf("NewManaged in /arm with topics.context /action_chunk: %v", err)
 	}
 }
 

@@ -20,10 +20,16 @@ func qosOverridePolicies() []string { return []string{"reliability", "durability
 // QoSOverride is one qos_overrides parameter as given.
 type QoSOverride struct {
 	Topic  string // as written: fully qualified, or relative to the node's namespace
-	Entity string // "publisher" or "subscription"
-	Policy string // reliability, durability, history or depth
-	Text   string // the value (reliability, durability, history)
+	Entity string // "publisher" or "subscription" when valid
+	Policy string // reliability, durability, history or depth when valid
+	Text   string // the value (reliability, durability, history), or its source text when invalid
 	Depth  int    // the value of depth
+	// Invalid says why this node could not take the override ("" when it
+	// can): an entity other than publisher or subscription, a policy it
+	// does not override, a bad value. It is an error only for an override
+	// that names one of the node's own topics (ApplyQoSOverrides): the
+	// others belong to other nodes, which judge them by their own rules.
+	Invalid string
 }
 
 // Name is the parameter's name.
@@ -31,12 +37,15 @@ func (o QoSOverride) Name() string {
 	return qosOverridePrefix + o.Topic + "." + o.Entity + "." + o.Policy
 }
 
-// setQoSOverride stores one qos_overrides parameter, checked: its entity,
-// its policy and its value. Which topic it names is checked when the
-// overrides are applied (ApplyQoSOverrides), where the node's namespace is
-// known; one for a topic the node does not have is ignored there, as
-// rclcpp ignores overrides for entities it never creates, so that a
-// shared bringup file may hold every node's overrides.
+// setQoSOverride stores one qos_overrides parameter. Only its name's
+// structure is checked here: which topic it names is known when the
+// overrides are applied (ApplyQoSOverrides), where the node's namespace
+// and its final topic parameters are known, so its entity, policy and
+// value are checked then, and only when the topic is one of the node's.
+// One for another topic is ignored there, as rclcpp ignores overrides for
+// entities it never creates, so that a shared bringup file may hold every
+// node's overrides, with policies and values this node does not take
+// (deadline, system_default, a depth over 1000).
 func (p *Params) setQoSOverride(name string, v value) error {
 	rest := strings.TrimPrefix(name, qosOverridePrefix)
 	parts := strings.Split(rest, ".")
@@ -44,49 +53,60 @@ func (p *Params) setQoSOverride(name string, v value) error {
 		return fmt.Errorf("parameter %q: want qos_overrides.<topic>.<publisher|subscription>.<policy>", name)
 	}
 	o := QoSOverride{Topic: strings.Join(parts[:len(parts)-2], "."), Entity: parts[len(parts)-2], Policy: parts[len(parts)-1]}
+	if err := o.check(v); err != nil {
+		o.Invalid, o.Text = err.Error(), v.text
+	}
+	// A copy, never the slice p shares: params files are applied to a
+	// shallow copy of p (rosparam.SetFunc).
+	out := make([]QoSOverride, 0, len(p.QoSOverrides)+1)
+	for _, x := range p.QoSOverrides {
+		if x.Name() != o.Name() {
+			out = append(out, x)
+		}
+	}
+	out = append(out, o)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	p.QoSOverrides = out
+	return nil
+}
+
+// check checks the entity, the policy and the value v of o as this node
+// takes them, and stores the value in o.
+func (o *QoSOverride) check(v value) error {
 	if o.Entity != "publisher" && o.Entity != "subscription" {
-		return fmt.Errorf("parameter %q: %q is not publisher or subscription", name, o.Entity)
+		return fmt.Errorf("%q is not publisher or subscription", o.Entity)
 	}
 	switch o.Policy {
 	case "reliability", "durability", "history":
 		cv, err := v.convert(kindString)
 		if err != nil {
-			return fmt.Errorf("parameter %q: %w", name, err)
+			return err
 		}
-		var perr error
 		switch o.Policy {
 		case "reliability":
-			_, perr = ParseReliability(cv.s)
+			_, err = ParseReliability(cv.s)
 		case "durability":
-			_, perr = ParseDurability(cv.s)
+			_, err = ParseDurability(cv.s)
 		default:
-			_, perr = ParseHistory(cv.s)
+			_, err = ParseHistory(cv.s)
 		}
-		if perr != nil {
-			return fmt.Errorf("parameter %q: %w", name, perr)
+		if err != nil {
+			return err
 		}
 		o.Text = cv.s
 	case "depth":
 		cv, err := v.convert(kindInt)
 		if err != nil {
-			return fmt.Errorf("parameter %q: %w", name, err)
+			return err
 		}
 		if cv.i < 1 || cv.i > 1000 {
-			return fmt.Errorf("parameter %q: must be in [1, 1000], got %d", name, cv.i)
+			return fmt.Errorf("must be in [1, 1000], got %d", cv.i)
 		}
 		o.Depth = int(cv.i)
 	default:
-		return fmt.Errorf("parameter %q: policy %q cannot be overridden on this node; the overridable ones are %s",
-			name, o.Policy, strings.Join(qosOverridePolicies(), ", "))
+		return fmt.Errorf("policy %q cannot be overridden on this node; the overridable ones are %s",
+			o.Policy, strings.Join(qosOverridePolicies(), ", "))
 	}
-	for i := range p.QoSOverrides {
-		if p.QoSOverrides[i].Name() == o.Name() {
-			p.QoSOverrides[i] = o
-			return nil
-		}
-	}
-	p.QoSOverrides = append(p.QoSOverrides, o)
-	sort.Slice(p.QoSOverrides, func(i, j int) bool { return p.QoSOverrides[i].Name() < p.QoSOverrides[j].Name() })
 	return nil
 }
 
@@ -94,9 +114,12 @@ func (p *Params) setQoSOverride(name string, v value) error {
 // qos_overrides parameters, for a node in namespace ("/" or "/arm"): an
 // override applies to the entity whose topic, resolved in namespace, is
 // the override's (resolved the same way). The overrides win over the
-// qos.* parameters, their older aliases. It returns the names of the
-// overrides that match none of the node's entities (ignored).
-func (p *Params) ApplyQoSOverrides(namespace string) []string {
+// qos.* parameters, their older aliases. An override that names one of
+// these topics is checked strictly: a bad entity, policy or value is an
+// error naming it, and p is left unchanged. It returns the names of the
+// overrides that match none of the node's entities (ignored unchecked:
+// another node's, in a shared bringup file).
+func (p *Params) ApplyQoSOverrides(namespace string) ([]string, error) {
 	resolve := func(t string) string {
 		if strings.HasPrefix(t, "/") {
 			return path.Clean(t)
@@ -111,11 +134,24 @@ func (p *Params) ApplyQoSOverrides(namespace string) []string {
 		{p.Topics.Context, "subscription", &p.QoS.Context},
 		{p.Topics.Actions, "publisher", &p.QoS.Actions},
 	}
+	ours := func(o QoSOverride) bool {
+		for _, e := range entities {
+			if resolve(e.topic) == resolve(o.Topic) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, o := range p.QoSOverrides {
+		if o.Invalid != "" && ours(o) {
+			return nil, fmt.Errorf("parameter %q: %s", o.Name(), o.Invalid)
+		}
+	}
 	var ignored []string
 	for _, o := range p.QoSOverrides {
 		matched := false
 		for _, e := range entities {
-			if e.entity != o.Entity || resolve(e.topic) != resolve(o.Topic) {
+			if o.Invalid != "" || e.entity != o.Entity || resolve(e.topic) != resolve(o.Topic) {
 				continue
 			}
 			matched = true
@@ -134,7 +170,7 @@ func (p *Params) ApplyQoSOverrides(namespace string) []string {
 			ignored = append(ignored, o.Name())
 		}
 	}
-	return ignored
+	return ignored, nil
 }
 
 // namespaceOf is the namespace of a fully qualified node name ("/" for

@@ -95,6 +95,9 @@ func TestQoSOverrides(t *testing.T) {
 	} {
 		p := DefaultParams()
 		err := p.ApplyROSArgs([]string{"--ros-args", "-p", c.arg}, "fastwam_action_expert")
+		if err == nil {
+			_, err = p.ApplyQoSOverrides("/")
+		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("-p %s: %v, want an error containing %q", c.arg, err, c.want)
 		}
@@ -122,5 +125,82 @@ func TestQoSOverridesInSharedParamsFile(t *testing.T) {
 	q := managedQoS(t, "/fastwam_action_expert", "--params-file", f)
 	if q["video_kv_cache"].Depth != 2 {
 		t.Errorf("video_kv_cache depth %d, want 2 from the shared file", q["video_kv_cache"].Depth)
+	}
+}
+
+// TestSharedParamsFileWithOtherNodesQoSOverrides: a /** bringup file
+// holding other nodes' overrides, with policies (deadline, liveliness,
+// lifespan), values (system_default) and depths (5000) this node does not
+// take, leaves the node to start with its own overrides applied; the same
+// entries for one of the node's own topics are refused by name.
+func TestSharedParamsFileWithOtherNodesQoSOverrides(t *testing.T) {
+	shared := `/**:
+  ros__parameters:
+    use_sim_time: true
+    qos_overrides:
+      /camera:
+        subscription:
+          deadline: 100000000
+          liveliness: automatic
+          liveliness_lease_duration: 1000000000
+          reliability: system_default
+          depth: 5000
+      /cmd_vel:
+        publisher:
+          lifespan: 500000000
+          history: system_default
+      /tf:
+        subscription_rviz:
+          depth: 100
+      /video_kv_cache:
+        subscription:
+          depth: 3
+`
+	dir := t.TempDir()
+	f := filepath.Join(dir, "bringup.yaml")
+	if err := os.WriteFile(f, []byte(shared), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q := managedQoS(t, "/fastwam_action_expert", "--params-file", f)
+	if q["video_kv_cache"].Depth != 3 {
+		t.Errorf("video_kv_cache depth %d, want 3 from the shared file", q["video_kv_cache"].Depth)
+	}
+	p := DefaultParams()
+	if err := p.ApplyROSArgs([]string{"--ros-args", "--params-file", f}, "/fastwam_action_expert"); err != nil {
+		t.Fatal(err)
+	}
+	ignored, err := p.ApplyQoSOverrides("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ignored, " "); !strings.Contains(got, "qos_overrides./camera.subscription.deadline") ||
+		!strings.Contains(got, "qos_overrides./cmd_vel.publisher.history") || len(ignored) != 8 {
+		t.Errorf("ignored %q, want the 8 overrides of /camera, /cmd_vel and /tf", ignored)
+	}
+	// The same entries for the node's own topics (also after remapping
+	// topics.context to /camera) are checked strictly.
+	for _, c := range []struct{ entry, want string }{
+		{"/video_kv_cache:\n        subscription:\n          deadline: 100000000", `parameter "qos_overrides./video_kv_cache.subscription.deadline": policy "deadline" cannot be overridden on this node`},
+		{"/action_chunk:\n        publisher:\n          reliability: system_default", `parameter "qos_overrides./action_chunk.publisher.reliability"`},
+		{"/video_kv_cache:\n        subscription:\n          depth: 5000", `parameter "qos_overrides./video_kv_cache.subscription.depth": must be in [1, 1000], got 5000`},
+		{"/video_kv_cache:\n        publisher_x:\n          depth: 2", `"publisher_x" is not publisher or subscription`},
+		{"/camera:\n        subscription:\n          depth: 5000\n    topics:\n      context: /camera", `parameter "qos_overrides./camera.subscription.depth": must be in [1, 1000], got 5000`},
+	} {
+		f := filepath.Join(dir, "own.yaml")
+		body := "/**:\n  ros__parameters:\n    qos_overrides:\n      " + c.entry + "\n"
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := DefaultParams()
+		p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
+		err := p.ApplyROSArgs([]string{"--ros-args", "--params-file", f}, "/fastwam_action_expert")
+		if err == nil {
+			_, err = NewManaged(ManagedConfig{Params: p, Name: "/fastwam_action_expert", Open: func(context.Context, Params) (expert.Backend, error) {
+				return nil, errors.New("not opened in this test")
+			}}, NewBus())
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n got %v, want an error containing %q", body, err, c.want)
+		}
 	}
 }

@@ -53,7 +53,9 @@ func ResolveTopics(p *node.Params, namespace string) error {
 			*t.name = ns + "/" + name
 		}
 	}
-	p.ApplyQoSOverrides(namespace)
+	if _, err := p.ApplyQoSOverrides(namespace); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
 	return nil
 }
 

@@ -2,7 +2,9 @@ package rosparam
 
 import (
 	"fmt"
+	"path"
 	"strconv"
+	"strings"
 )
 
 // MaxTopicNameLength is rmw's RMW_TOPIC_MAX_NAME_LENGTH: 255 bytes, less 8
@@ -89,3 +91,64 @@ func short(s string) string {
 
 // quoteByte quotes one byte of a name as Go would a one-byte string.
 func quoteByte(c byte) string { return strconv.Quote(string([]byte{c})) }
+
+// ResolveTopicName expands a valid topic name (ValidateTopicName) for the
+// node whose fully qualified name is fqn ("/arm/node"), as
+// rcl_expand_topic_name does: "~" is the node's fully qualified name,
+// {node} its name, {ns} and {namespace} its namespace, and a relative name
+// is put in the namespace. Remapping is not seen here. With fqn empty the
+// name is returned as given: names are then compared as written.
+func ResolveTopicName(name, fqn string) string {
+	if fqn == "" {
+		return name
+	}
+	ns, node := path.Split(path.Clean("/" + fqn))
+	ns = path.Clean(ns)
+	if name == "~" || strings.HasPrefix(name, "~/") {
+		name = path.Join(ns, node) + name[1:]
+	}
+	name = strings.NewReplacer("{node}", node, "{ns}", ns, "{namespace}", ns).Replace(name)
+	if !strings.HasPrefix(name, "/") {
+		name = path.Join(ns, name)
+	}
+	return path.Clean(name)
+}
+
+// TopicUse is one topic a node creates: named by a parameter, or one the
+// node always has (Param empty, Fixed saying what it is).
+type TopicUse struct {
+	Param string // the parameter that names the topic; "" for a fixed topic
+	Name  string // the topic name as given
+	Fixed string // for a fixed topic, what it is (for example "the log every ROS node publishes")
+}
+
+// CheckTopicCollisions refuses two of a node's topics that resolve
+// (ResolveTopicName, for the node fqn) to the same name: a publisher and a
+// subscription of one node on one topic, or two publishers of different
+// types, are a misconfiguration. The error names both parameters (or the
+// parameter and the fixed topic) and the topic. The names must be valid.
+func CheckTopicCollisions(fqn string, uses []TopicUse) error {
+	seen := make(map[string]TopicUse, len(uses))
+	for _, u := range uses {
+		r := ResolveTopicName(u.Name, fqn)
+		first, dup := seen[r]
+		if !dup {
+			seen[r] = u
+			continue
+		}
+		if first.Param == "" {
+			first, u = u, first
+		}
+		at := ""
+		if fqn != "" {
+			at = " in node " + fqn
+		}
+		if u.Param == "" {
+			return fmt.Errorf("parameter %q names the topic %s%s, %s: want a topic of its own",
+				first.Param, short(r), at, u.Fixed)
+		}
+		return fmt.Errorf("parameters %q and %q name the same topic %s%s (given as %s and %s): want a topic of its own for each",
+			first.Param, u.Param, short(r), at, short(first.Name), short(u.Name))
+	}
+	return nil
+}

@@ -40,3 +40,52 @@ func TestValidateTopicName(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveTopicName: relative, absolute, private and substituted names
+// resolved as rcl_expand_topic_name does.
+func TestResolveTopicName(t *testing.T) {
+	for _, c := range []struct{ name, fqn, want string }{
+		{"action", "/fastwam_executor", "/action"},
+		{"/action", "/fastwam_executor", "/action"},
+		{"action", "/arm/fastwam_executor", "/arm/action"},
+		{"ns/x", "/arm/left/n", "/arm/left/ns/x"},
+		{"~", "/arm/n", "/arm/n"},
+		{"~/hold", "/arm/n", "/arm/n/hold"},
+		{"~/hold", "/n", "/n/hold"},
+		{"{node}/x", "/arm/n", "/arm/n/x"},
+		{"/{ns}/x", "/arm/n", "/arm/x"},
+		{"{namespace}/x", "/n", "/x"},
+		{"action", "", "action"},
+	} {
+		if got := ResolveTopicName(c.name, c.fqn); got != c.want {
+			t.Errorf("%q in %q: %q, want %q", c.name, c.fqn, got, c.want)
+		}
+	}
+}
+
+// TestCheckTopicCollisions: two topics that resolve alike are refused,
+// naming both parameters, or the parameter and the fixed topic.
+func TestCheckTopicCollisions(t *testing.T) {
+	rosout := TopicUse{Name: "/rosout", Fixed: "the log every ROS node publishes"}
+	for _, c := range []struct {
+		fqn  string
+		uses []TopicUse
+		want string
+	}{
+		{"/x", []TopicUse{{Param: "a", Name: "action"}, {Param: "b", Name: "/action"}},
+			`parameters "a" and "b" name the same topic "/action" in node /x (given as "action" and "/action")`},
+		{"/arm/x", []TopicUse{{Param: "a", Name: "action"}, {Param: "b", Name: "/arm/action"}},
+			`parameters "a" and "b" name the same topic "/arm/action" in node /arm/x`},
+		{"/x", []TopicUse{rosout, {Param: "a", Name: "rosout"}},
+			`parameter "a" names the topic "/rosout" in node /x, the log every ROS node publishes`},
+		{"/x", []TopicUse{{Param: "a", Name: "/rosout"}, rosout}, `parameter "a" names the topic "/rosout"`},
+		{"", []TopicUse{{Param: "a", Name: "t"}, {Param: "b", Name: "t"}}, `parameters "a" and "b" name the same topic "t" (given as "t" and "t")`},
+		{"/arm/x", []TopicUse{{Param: "a", Name: "action"}, {Param: "b", Name: "/action"}, rosout}, ""},
+		{"", []TopicUse{{Param: "a", Name: "action"}, {Param: "b", Name: "/action"}}, ""},
+	} {
+		err := CheckTopicCollisions(c.fqn, c.uses)
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %+v: got %v, want %q", c.fqn, c.uses, err, c.want)
+		}
+	}
+}

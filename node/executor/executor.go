@@ -63,7 +63,7 @@ const (
 
 // DiagnosticName is the executor's diagnostic status name under its
 // default name, StatusName("/fastwam_executor").
-const DiagnosticName = "/fastwam_executor: executor"
+const DiagnosticName = DefaultNodeName + ": executor"
 
 // StatusName is the diagnostic status name of the executor whose fully
 // qualified name is fqn ("/arm_left/fastwam_executor: executor"); an empty
@@ -232,7 +232,11 @@ func (s Stats) TotalDropped() uint64 {
 // chunk subscription on t.
 func New(cfg Config, t node.Transport) (*Executor, error) {
 	p := cfg.Params
-	if err := p.Validate(); err != nil {
+	name := cfg.Name
+	if name == "" {
+		name = DefaultNodeName
+	}
+	if err := p.ValidateAs(name); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	if t == nil {

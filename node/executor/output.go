@@ -133,11 +133,6 @@ func (p *Params) validateOutput() error {
 	main := p.ActionDim
 	if o.GripperTopic != "" {
 		main--
-		for _, t := range []string{p.Topics.Action, p.Topics.Chunks, p.Topics.Hold} {
-			if o.GripperTopic == t {
-				return fmt.Errorf("parameter \"output.gripper_topic\" %q is already another topic of the executor", t)
-			}
-		}
 	}
 	switch o.Type {
 	case OutputTrajectory:

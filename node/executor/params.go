@@ -284,7 +284,7 @@ func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params
 	if err := rosparam.ApplyROSArgs(&p, setParam, args, nodeName, opts...); err != nil {
 		return Params{}, err
 	}
-	if err := p.Validate(); err != nil {
+	if err := p.ValidateAs(nodeName); err != nil {
 		return Params{}, err
 	}
 	return p, nil
@@ -307,9 +307,37 @@ func (p *Params) ParamsYAML(nodeKey string) []byte {
 	return rosparam.ParamsYAML(nodeKey, entries)
 }
 
+// DefaultNodeName is the executor's fully qualified name when Config.Name
+// is empty.
+const DefaultNodeName = "/fastwam_executor"
+
 // Validate checks what no single parameter can, and the ranges of a Params
-// built in Go rather than from parameters.
-func (p *Params) Validate() error {
+// built in Go rather than from parameters; topic names are compared as
+// written (ValidateAs resolves them for the node).
+func (p *Params) Validate() error { return p.ValidateAs("") }
+
+// topicUses lists the topics the executor creates with these parameters:
+// those its parameters name (the hold input and the gripper output when
+// set), then the fixed ones.
+func (p *Params) topicUses() []rosparam.TopicUse {
+	t := []rosparam.TopicUse{
+		{Param: "topics.action_chunk", Name: p.Topics.Chunks},
+		{Param: "topics.action", Name: p.Topics.Action},
+		{Param: "topics.diagnostics", Name: p.Topics.Diagnostics},
+	}
+	if p.Topics.Hold != "" {
+		t = append(t, rosparam.TopicUse{Param: "topics.hold", Name: p.Topics.Hold})
+	}
+	if p.Output.GripperTopic != "" {
+		t = append(t, rosparam.TopicUse{Param: "output.gripper_topic", Name: p.Output.GripperTopic})
+	}
+	return append(t, node.FixedTopics(p.UseSimTime)...)
+}
+
+// ValidateAs is Validate for the executor whose fully qualified name is
+// fqn: every topic name must be valid, and no two of its topics (its fixed
+// ones too) may resolve alike in it; "" compares the names as written.
+func (p *Params) ValidateAs(fqn string) error {
 	if p.ControlPeriod < minPeriod || p.ControlPeriod > maxPeriod {
 		return fmt.Errorf("parameter \"control_period\" must be in [%v, %v], got %v", minPeriod, maxPeriod, p.ControlPeriod)
 	}
@@ -330,18 +358,17 @@ func (p *Params) Validate() error {
 	if p.ActionDim < 0 || p.ActionDim > maxActionDim {
 		return fmt.Errorf("parameter \"action_dim\" must be in [0, %d], got %d", maxActionDim, p.ActionDim)
 	}
-	for _, t := range []struct{ name, v string }{
-		{"topics.action_chunk", p.Topics.Chunks}, {"topics.action", p.Topics.Action}, {"topics.diagnostics", p.Topics.Diagnostics},
-	} {
-		if err := rosparam.ValidateTopicName(t.v); err != nil {
-			return fmt.Errorf("parameter %q: %w", t.name, err)
+	uses := p.topicUses()
+	for _, t := range uses {
+		if t.Param == "" {
+			continue
+		}
+		if err := rosparam.ValidateTopicName(t.Name); err != nil {
+			return fmt.Errorf("parameter %q: %w", t.Param, err)
 		}
 	}
-	if p.Topics.Chunks == p.Topics.Action {
-		return fmt.Errorf("parameters \"topics.action_chunk\" and \"topics.action\" name the same topic %q", p.Topics.Chunks)
-	}
-	if h := p.Topics.Hold; h != "" && (h == p.Topics.Chunks || h == p.Topics.Action || h == p.Topics.Diagnostics) {
-		return fmt.Errorf("parameter \"topics.hold\" %q is already another topic of the executor", h)
+	if err := rosparam.CheckTopicCollisions(fqn, uses); err != nil {
+		return err
 	}
 	return p.validateOutput()
 }

@@ -68,7 +68,7 @@ func TestParamErrors(t *testing.T) {
 		"topics.action:=":              `parameter "topics.action": topic name is empty`,
 		"topics.action:=\"a\\0b\"":     `parameter "topics.action": topic name "a\x00b" is not a valid ROS topic name: it holds "\x00" at byte 1`,
 		"topics.action_chunk:=~chunk":  `parameter "topics.action_chunk": topic name "~chunk" is not a valid ROS topic name: '~' is not followed by '/' at byte 1`,
-		"topics.action:=action_chunk":  `name the same topic "action_chunk"`,
+		"topics.action:=action_chunk":  `parameters "topics.action_chunk" and "topics.action" name the same topic "/action_chunk" in node /fastwam_executor (given as "action_chunk" and "action_chunk")`,
 		"diagnostics_period:=100":      `parameter "diagnostics_period": must be a number of seconds in [0.001, 60], got 100`,
 	} {
 		_, err := LoadParams([]string{"--ros-args", "-p", rule}, fqn)
@@ -181,5 +181,50 @@ func TestSharedBringupParamsFile(t *testing.T) {
 	}
 	if _, err := LoadParams([]string{"--ros-args", "--params-file", file}, fqn); err == nil || !strings.Contains(err.Error(), `unknown parameter "robot_base_frame" of the executor`) {
 		t.Errorf("own section: err = %v", err)
+	}
+}
+
+// TestTopicParameters: topics.hold and output.gripper_topic are validated
+// as topic names, and no two of the executor's topics, its fixed ones
+// included, may resolve alike in its namespace; each error names both.
+func TestTopicParameters(t *testing.T) {
+	for _, c := range []struct {
+		fqn  string
+		args []string
+		want string
+	}{
+		{fqn, []string{"topics.hold:=/action"}, `parameters "topics.action" and "topics.hold" name the same topic "/action" in node /fastwam_executor (given as "action" and "/action")`},
+		{fqn, []string{"output.gripper_topic:=/diagnostics"}, `parameters "topics.diagnostics" and "output.gripper_topic" name the same topic "/diagnostics"`},
+		{fqn, []string{"output.gripper_topic:=action_chunk"}, `parameters "topics.action_chunk" and "output.gripper_topic" name the same topic "/action_chunk"`},
+		{fqn, []string{"output.gripper_topic:=hold"}, `parameters "topics.hold" and "output.gripper_topic" name the same topic "/hold"`},
+		{fqn, []string{"topics.hold:=diagnostics"}, `parameters "topics.diagnostics" and "topics.hold" name the same topic "/diagnostics"`},
+		{fqn, []string{"topics.hold:='my hold'"}, `parameter "topics.hold": topic name "my hold" is not a valid ROS topic name: it holds " " at byte 2`},
+		{fqn, []string{"output.gripper_topic:='grip per'"}, `parameter "output.gripper_topic": topic name "grip per" is not a valid ROS topic name: it holds " " at byte 4`},
+		{fqn, []string{"output.gripper_topic:=rosout"}, `parameter "output.gripper_topic" names the topic "/rosout" in node /fastwam_executor, the log topic every ROS node publishes`},
+		{fqn, []string{"topics.action:=/parameter_events"}, `parameter "topics.action" names the topic "/parameter_events"`},
+		{fqn, []string{"use_sim_time:=true", "topics.hold:=/clock"}, `parameter "topics.hold" names the topic "/clock" in node /fastwam_executor, the clock topic`},
+		{fqn, []string{"topics.hold:=/clock"}, ""}, // no /clock without sim time
+		{"/arm/fastwam_executor", []string{"topics.hold:=/action"}, ""},
+		{"/arm/fastwam_executor", []string{"topics.hold:=/arm/action"}, `name the same topic "/arm/action" in node /arm/fastwam_executor`},
+		{"/arm/fastwam_executor", []string{"topics.hold:=~/x", "output.gripper_topic:=/arm/fastwam_executor/x"}, `parameters "topics.hold" and "output.gripper_topic" name the same topic "/arm/fastwam_executor/x"`},
+		{fqn, []string{"topics.hold:=''", "output.gripper_topic:=gripper"}, ""},
+	} {
+		args := []string{"--ros-args"}
+		for _, a := range c.args {
+			args = append(args, "-p", a)
+		}
+		_, err := LoadParams(args, c.fqn)
+		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: %v, want %q", c.fqn, c.args, err, c.want)
+		}
+	}
+	// New, too, resolves in the executor's name.
+	p := DefaultParams()
+	p.Topics.Hold = "/action"
+	if _, err := New(Config{Params: p}, node.NewBus()); err == nil || !strings.Contains(err.Error(), `"topics.hold"`) {
+		t.Errorf("New with topics.hold /action: %v", err)
+	}
+	if _, err := New(Config{Params: p, Name: "/arm/fastwam_executor"}, node.NewBus()); err != nil {
+		t.Errorf("New in /arm with topics.hold /action: %v", err)
 	}
 }
