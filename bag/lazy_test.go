@@ -99,6 +99,8 @@ func timedBag(t *testing.T, sqlite bool, times [][]time.Duration) (string, []wri
 		}
 		meta.RelativeFilePaths = append(meta.RelativeFilePaths, name)
 	}
+	// As rosbag2 writes it, message_count is the topics' total.
+	meta.Topics = []bag.TopicMetadata{{Name: topicDiag, Type: msgs.TypeDiagnosticArray, SerializationFormat: "cdr", MessageCount: meta.MessageCount}}
 	slices.SortStableFunc(want, func(a, b written) int { return a.at.Compare(b.at) })
 	if err := os.WriteFile(filepath.Join(dir, bag.MetadataFile), meta.Encode(), 0o644); err != nil {
 		t.Fatal(err)

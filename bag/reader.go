@@ -203,7 +203,32 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 		r.Close()
 		return nil, err
 	}
+	if err := checkMetadataTopics(meta, r.topics, path); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkMetadataTopics checks that every topic metadata.yaml lists with a
+// type has that type in the files (an MCAP channel's schema, a sqlite3
+// topics row) where they record it; topics the files do not hold (no
+// channel) are not compared.
+func checkMetadataTopics(meta *Metadata, topics []Topic, path string) error {
+	if meta == nil {
+		return nil
+	}
+	inFiles := make(map[string]string, len(topics))
+	for _, t := range topics {
+		inFiles[t.Name] = t.Type
+	}
+	for _, t := range meta.Topics {
+		if typ, ok := inFiles[t.Name]; ok && typ != t.Type {
+			return fmt.Errorf("bag: %s gives topic %s the type %s, but the bag's files record it as %s: want the same type in both",
+				filepath.Join(path, MetadataFile), t.Name, t.Type, typ)
+		}
+	}
+	return nil
 }
 
 // openBagFile opens one file of a bag as MCAP or SQLite, as its first bytes
