@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -546,5 +547,42 @@ func TestReplayLiveRecording(t *testing.T) {
 	code, out, stderr = runCmd(t, "replay", inputsOnly)
 	if code != 1 || !strings.Contains(stderr, "FAIL: nothing to compare: the bag has no ActionChunks recorded on /action_chunk") {
 		t.Errorf("a bag of inputs only: exit %d, want 1 saying there is nothing to compare\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestBagMakeAndReplayRefused is step 3 of docs/robot.md at the command
+// line: with limits in refuse mode that stop every chunk, bag make lists
+// each refused chunk and its reason and writes the bag at once, and replay
+// of a bag recorded without limits names each chunk REFUSED and exits 1,
+// without waiting for the chunk timeout (here 5 s, far above the run;
+// each refused chunk used to wait for it).
+func TestBagMakeAndReplayRefused(t *testing.T) {
+	post := []string{"-p", "actions.norm_mode:=min/max", "-p", "actions.stats_file:=../../actions/testdata/dataset_stats.json"}
+	limits := append(slices.Clone(post), "-p", "actions.limits.mode:=refuse",
+		"-p", "actions.limits.min:=[-1e-9,-1e-9,-1e-9,-1e-9,-1e-9,-1e-9,-1e-9]", "-p", "actions.limits.max:=[1e-9,1e-9,1e-9,1e-9,1e-9,1e-9,1e-9]")
+	dir := filepath.Join(t.TempDir(), "refused")
+	code, out, stderr := runCmd(t, append([]string{"bag", "make", "-o", dir, "-chunks", "2", "-timeout", "5s"}, limits...)...)
+	if code != 0 {
+		t.Fatalf("bag make: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"chunk 0 stamp 1700000000.000000000: refused by the action limits: bounds (its inputs are in the bag, with no ActionChunk)",
+		"chunk 1 stamp 1700000000.100000000: refused by the action limits: bounds",
+		"2 chunks (2 refused by the action limits, 0 recorded), 4 messages",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bag make output lacks %q:\n%s", want, out)
+		}
+	}
+	recorded := filepath.Join(t.TempDir(), "recorded")
+	if code, out, stderr := runCmd(t, append([]string{"bag", "make", "-o", recorded, "-chunks", "2"}, post...)...); code != 0 {
+		t.Fatalf("bag make without limits: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runCmd(t, append(append([]string{"replay", "-timeout", "5s"}, limits...), recorded)...)
+	if code != 1 || strings.Contains(out, "timed out") ||
+		!regexp.MustCompile(`(?m)^1700000000\.100000000\s+1\s.*REFUSED: refused by the action limits: bounds`).MatchString(out) ||
+		!strings.Contains(out, "2 refused by the action limits (bounds 2)") ||
+		!strings.Contains(stderr, "FAIL: 2 of 2 recorded chunks: chunk kv_seq 0 stamp 1700000000.000000000 (refused by the action limits: bounds)") {
+		t.Errorf("replay with refusing limits: exit %d, want 1 naming each refused chunk\n%s\n%s", code, out, stderr)
 	}
 }
