@@ -130,7 +130,8 @@ func sqliteDSN(path string) (string, error) {
 // topics.
 //
 // SQLite opens a database by name, not through a descriptor the reader
-// could hand it (it resolves /proc/self/fd links to the name). So the
+// could hand it (a /proc/self/fd/N name of the checked file fails with
+// "unable to open database file" once another was renamed over it). So the
 // reader makes it open the file twice only, the walk's connection here
 // (database/sql held to that one connection, never reopened) and the blob
 // reads' at the first message, and checks after each open that the name
