@@ -358,6 +358,7 @@ func TestMultiFileBag(t *testing.T) {
 		}
 	}
 	meta := &bag.Metadata{Version: 5, StorageIdentifier: "mcap", MessageCount: 5,
+		Topics:            []bag.TopicMetadata{{Name: topicDiag, Type: msgs.TypeDiagnosticArray, SerializationFormat: "cdr", MessageCount: 5}},
 		RelativeFilePaths: []string{"split_a.mcap", "split_b.mcap"}, StartingTime: time.Unix(100, 0)}
 	if err := os.WriteFile(filepath.Join(split, bag.MetadataFile), meta.Encode(), 0o644); err != nil {
 		t.Fatal(err)

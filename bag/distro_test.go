@@ -307,3 +307,65 @@ func TestQoSPolicyNames(t *testing.T) {
 		t.Fatalf("unknown name: %v", err)
 	}
 }
+
+// TestInconsistentMetadataRefused: a version-9 metadata.yaml (Jazzy's
+// own, from testdata) edited to disagree with itself or with the bag's
+// file is refused, saying what was found and what was expected: files
+// naming another file than relative_file_paths, a message_count that is
+// not the topics' total, a topic type other than the MCAP channel's or the
+// sqlite3 topics row's, a second YAML document. They were all read without
+// a word. The bags the real tools wrote pass the same checks
+// (TestRecordedBags), and so does a file count above the total, which
+// rosbag2 writes when its write cache drops messages (it counts a message
+// in its file on entering the cache, in its topic once written).
+func TestInconsistentMetadataRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, storage, old, new, want string
+	}{
+		{"files names another file", "mcap", "    - path: jazzy_mcap_0.mcap", "    - path: other_0.mcap",
+			`metadata files names "other_0.mcap", which relative_file_paths does not list (jazzy_mcap_0.mcap): want the same files in both`},
+		{"wrong message_count", "mcap", "  message_count: 36", "  message_count: 35",
+			"metadata message_count is 35, but its topics' message counts sum to 36: want the same"},
+		{"topic type other than the channel's", "mcap", "type: std_msgs/msg/String", "type: std_msgs/msg/Int32",
+			"gives topic /chatter the type std_msgs/msg/Int32, but the bag's files record it as std_msgs/msg/String: want the same type in both"},
+		{"topic type other than the sqlite3 row's", "sqlite3", "type: std_msgs/msg/Int32", "type: std_msgs/msg/String",
+			"gives topic /counter the type std_msgs/msg/String, but the bag's files record it as std_msgs/msg/Int32: want the same type in both"},
+		{"files counting messages the write cache dropped", "mcap", "      message_count: 36", "      message_count: 40", ""},
+		{"second YAML document", "mcap", `ros_distro: ""`, "ros_distro: \"\"\n---\nrosbag2_bagfile_information:\n  version: 9",
+			"metadata holds a second YAML document (from line 67): want one document, as rosbag2 writes it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := filepath.Join("testdata", "rosbag2", "jazzy_"+tc.storage)
+			dir := filepath.Join(t.TempDir(), "jazzy_"+tc.storage)
+			if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+				t.Fatal(err)
+			}
+			meta := filepath.Join(dir, bag.MetadataFile)
+			data, err := os.ReadFile(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(data, []byte(tc.old)) {
+				t.Fatalf("%s has no %q", meta, tc.old)
+			}
+			if err := os.WriteFile(meta, bytes.Replace(data, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := bag.Open(dir)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Close()
+				return
+			}
+			if err == nil {
+				r.Close()
+				t.Fatal("an inconsistent metadata.yaml was accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v\nwant %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -99,6 +99,8 @@ func timedBag(t *testing.T, sqlite bool, times [][]time.Duration) (string, []wri
 		}
 		meta.RelativeFilePaths = append(meta.RelativeFilePaths, name)
 	}
+	// As rosbag2 writes it, message_count is the topics' total.
+	meta.Topics = []bag.TopicMetadata{{Name: topicDiag, Type: msgs.TypeDiagnosticArray, SerializationFormat: "cdr", MessageCount: meta.MessageCount}}
 	slices.SortStableFunc(want, func(a, b written) int { return a.at.Compare(b.at) })
 	if err := os.WriteFile(filepath.Join(dir, bag.MetadataFile), meta.Encode(), 0o644); err != nil {
 		t.Fatal(err)
@@ -232,5 +234,51 @@ func TestFilesOpenedInTime(t *testing.T) {
 				checkMessages(t, readAll(t, r), want)
 			})
 		}
+	}
+}
+
+// TestSingleSQLiteFileMustBeTheSame: a bag of one sqlite3 file, which the
+// reader keeps open from Open on, is read from that file only: a copy
+// renamed over it between Open and the first read is refused, naming it,
+// as a reopened file of a split bag is (TestReopenedFileMustBeTheSame).
+// SQLite opens the blob reads' connection by name at the first message:
+// it used to read the new file without a word.
+func TestSingleSQLiteFileMustBeTheSame(t *testing.T) {
+	for _, single := range []bool{false, true} {
+		t.Run(fmt.Sprintf("db3 path=%v", single), func(t *testing.T) {
+			dir, _ := writeSQLiteBag(t, 3)
+			file := filepath.Join(dir, "rec_0.db3")
+			path := dir
+			if single {
+				path = file
+			}
+			r, err := bag.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := filepath.Join(t.TempDir(), "other.db3")
+			if err := os.WriteFile(other, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(other, file); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, err := range r.Messages(t.Context()) {
+				if err != nil {
+					if !strings.Contains(err.Error(), file+" changed since the bag was opened") {
+						t.Fatalf("after %d messages: %v", n, err)
+					}
+					return
+				}
+				n++
+			}
+			t.Fatalf("%d messages read from a file renamed over the bag after Open", n)
+		})
 	}
 }

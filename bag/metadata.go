@@ -1,8 +1,10 @@
 package bag
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -283,10 +285,21 @@ func nanos(field string, v uint64) (int64, error) {
 // profiles must be a string up to version 8 and a list from version 9.
 // It checks what this package relies on: the version, the storage
 // identifier, and file paths that stay inside the bag folder, each listed
-// once, at most maxBagFiles of them.
+// once, at most maxBagFiles of them; and that the metadata agrees with
+// itself, as rosbag2 writes it: one YAML document, the files (version 5
+// on) those of relative_file_paths, and message_count the sum of the
+// topics' counts.
 func ParseMetadata(data []byte) (*Metadata, error) {
 	var y yamlMetadata
-	if err := yaml.Unmarshal(data, &y); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&y); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("bag: metadata is not valid YAML: %w", err)
+	}
+	var second yaml.Node
+	switch err := dec.Decode(&second); {
+	case err == nil:
+		return nil, fmt.Errorf("bag: metadata holds a second YAML document (from line %d): want one document, as rosbag2 writes it", second.Line)
+	case !errors.Is(err, io.EOF):
 		return nil, fmt.Errorf("bag: metadata is not valid YAML: %w", err)
 	}
 	info := y.Info
@@ -369,7 +382,63 @@ func ParseMetadata(data []byte) (*Metadata, error) {
 		}
 		seen[clean] = true
 	}
+	if err := m.checkCounts(); err != nil {
+		return nil, err
+	}
+	if err := m.checkFiles(seen); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// checkCounts checks that message_count is the sum of the topics' counts,
+// as rosbag2's writer computes it when it closes the bag. The files'
+// counts are not compared: rosbag2 counts a message in its file when it
+// enters the write cache and in its topic only once written, so a full
+// cache that drops messages leaves the files' sum above the total.
+func (m *Metadata) checkCounts() error {
+	var topics uint64
+	for _, t := range m.Topics {
+		if topics+t.MessageCount < topics {
+			return fmt.Errorf("bag: metadata topics' message counts overflow (topic %s)", t.Name)
+		}
+		topics += t.MessageCount
+	}
+	if topics != m.MessageCount {
+		return fmt.Errorf("bag: metadata message_count is %d, but its topics' message counts sum to %d: want the same (rosbag2 writes the total)", m.MessageCount, topics)
+	}
+	return nil
+}
+
+// checkFiles checks that the files entries (version 5 on; none is
+// accepted, as before version 5) name the files of relative_file_paths
+// (listed, cleaned, in listed), each once. A compressed bag is not
+// compared (rosbag2 renames its files in relative_file_paths only, and the
+// reader refuses it anyway, saying why).
+func (m *Metadata) checkFiles(listed map[string]bool) error {
+	if len(m.Files) == 0 || m.CompressionFormat != "" || m.CompressionMode != "" {
+		return nil
+	}
+	seen := make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		clean := path.Clean(filepath.ToSlash(f.Path))
+		switch {
+		case !listed[clean]:
+			return fmt.Errorf("bag: metadata files names %q, which relative_file_paths does not list (%s): want the same files in both",
+				f.Path, strings.Join(m.RelativeFilePaths, ", "))
+		case seen[clean]:
+			return fmt.Errorf("bag: metadata files names %q more than once: each file of a bag is listed once", f.Path)
+		}
+		seen[clean] = true
+	}
+	if len(seen) != len(listed) {
+		for _, p := range m.RelativeFilePaths {
+			if !seen[path.Clean(filepath.ToSlash(p))] {
+				return fmt.Errorf("bag: metadata relative_file_paths lists %q, which files does not: want the same files in both", p)
+			}
+		}
+	}
+	return nil
 }
 
 // topicQoS reads a topic's offered_qos_profiles as metadata version v has

@@ -203,7 +203,32 @@ func OpenWith(ctx context.Context, path string, opts ReaderOptions) (*Reader, er
 		r.Close()
 		return nil, err
 	}
+	if err := checkMetadataTopics(meta, r.topics, path); err != nil {
+		r.Close()
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkMetadataTopics checks that every topic metadata.yaml lists with a
+// type has that type in the files (an MCAP channel's schema, a sqlite3
+// topics row) where they record it; topics the files do not hold (no
+// channel) are not compared.
+func checkMetadataTopics(meta *Metadata, topics []Topic, path string) error {
+	if meta == nil {
+		return nil
+	}
+	inFiles := make(map[string]string, len(topics))
+	for _, t := range topics {
+		inFiles[t.Name] = t.Type
+	}
+	for _, t := range meta.Topics {
+		if typ, ok := inFiles[t.Name]; ok && typ != t.Type {
+			return fmt.Errorf("bag: %s gives topic %s the type %s, but the bag's files record it as %s: want the same type in both",
+				filepath.Join(path, MetadataFile), t.Name, t.Type, typ)
+		}
+	}
+	return nil
 }
 
 // openBagFile opens one file of a bag as MCAP or SQLite, as its first bytes
@@ -223,10 +248,9 @@ func (r *Reader) openBagFile(ctx context.Context, bf *bagFile) (source, error) {
 	}
 	if bf.st == nil {
 		bf.st = st
-	} else if !os.SameFile(bf.st, st) || st.Size() != bf.st.Size() || !st.ModTime().Equal(bf.st.ModTime()) {
+	} else if err := sameFile(p, bf.st, st, "it was opened again to read its messages"); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("bag: %s changed since the bag was opened (%d bytes, modified %s; now %d bytes, modified %s, or another file): it was opened again to read its messages",
-			p, bf.st.Size(), bf.st.ModTime().Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
+		return nil, err
 	}
 	head := make([]byte, len(sqliteMagic))
 	n, _ := f.ReadAt(head, 0)
@@ -235,7 +259,7 @@ func (r *Reader) openBagFile(ctx context.Context, bf *bagFile) (source, error) {
 		if r.meta != nil && r.meta.StorageIdentifier != StorageSQLite3 {
 			return nil, fmt.Errorf("bag: %s is an SQLite database, but %s says storage %q", p, MetadataFile, r.meta.StorageIdentifier)
 		}
-		return openSQLite(ctx, p, r.limit, r.want)
+		return openSQLite(ctx, p, bf.st, r.limit, r.want)
 	}
 	if r.meta != nil && r.meta.StorageIdentifier == StorageSQLite3 {
 		f.Close()
@@ -248,6 +272,17 @@ func (r *Reader) openBagFile(ctx context.Context, bf *bagFile) (source, error) {
 		return nil, err
 	}
 	return &mcapSource{fileReader: fr, file: f}, nil
+}
+
+// sameFile checks that st, the file now at path, is checked, the file
+// as the bag was opened with: the same device and inode, size and
+// modification time. when says why the file was looked at again.
+func sameFile(path string, checked, st os.FileInfo, when string) error {
+	if os.SameFile(checked, st) && st.Size() == checked.Size() && st.ModTime().Equal(checked.ModTime()) {
+		return nil
+	}
+	return fmt.Errorf("bag: %s changed since the bag was opened (%d bytes, modified %s; now %d bytes, modified %s, or another file): %s",
+		path, checked.Size(), checked.ModTime().Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano), when)
 }
 
 // mcapSource is an MCAP file's reader with the file it reads, closed

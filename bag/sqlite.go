@@ -81,6 +81,7 @@ type sqliteRow struct {
 type sqliteFile struct {
 	name  string
 	dsn   string
+	file  os.FileInfo // the file as the bag was opened: every connection must open it
 	db    *sql.DB
 	blobs *blobReader // the connection that reads messages' data, opened by the first read
 	limit int64
@@ -122,11 +123,21 @@ func sqliteDSN(path string) (string, error) {
 	return u.String(), nil
 }
 
-// openSQLite opens the rosbag2 sqlite3 database at path: it
-// checks its tables and reads its topics and message counts. limit bounds
-// every message's data; want, if not empty, restricts the messages
-// returned to those topics.
-func openSQLite(ctx context.Context, path string, limit int64, want map[string]bool) (src *sqliteFile, err error) {
+// openSQLite opens the rosbag2 sqlite3 database at path, which must be
+// the file checked (see the identity check below): it checks its tables
+// and reads its topics and message counts. limit bounds every message's
+// data; want, if not empty, restricts the messages returned to those
+// topics.
+//
+// SQLite opens a database by name, not through a descriptor the reader
+// could hand it (a /proc/self/fd/N name of the checked file fails with
+// "unable to open database file" once another was renamed over it). So the
+// reader makes it open the file twice only, the walk's connection here
+// (database/sql held to that one connection, never reopened) and the blob
+// reads' at the first message, and checks after each open that the name
+// still leads to the file checked: a file renamed over the bag after Open
+// is refused, whether the bag has one file or many.
+func openSQLite(ctx context.Context, path string, checked os.FileInfo, limit int64, want map[string]bool) (src *sqliteFile, err error) {
 	dsn, err := sqliteDSN(path)
 	if err != nil {
 		return nil, fmt.Errorf("bag: %s: %w", path, err)
@@ -135,7 +146,13 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 	if err != nil {
 		return nil, fmt.Errorf("bag: %s: open SQLite database: %w", path, err)
 	}
-	f := &sqliteFile{name: path, dsn: dsn, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
+	// One connection, kept: database/sql would otherwise open another by
+	// name whenever the first is busy or idle too long.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	f := &sqliteFile{name: path, dsn: dsn, file: checked, db: db, limit: limit, want: want, topics: map[int64]*sqliteTopic{}}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -145,6 +162,10 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 		}
 	}()
 	if err := f.checkTables(ctx); err != nil {
+		return nil, err
+	}
+	// The walk's connection is open now (checkTables ran on it).
+	if err := f.checkIdentity("SQLite opened it by name to read its tables"); err != nil {
 		return nil, err
 	}
 	if err := f.readTopics(ctx); err != nil {
@@ -157,6 +178,16 @@ func openSQLite(ctx context.Context, path string, limit int64, want map[string]b
 		return nil, err
 	}
 	return f, nil
+}
+
+// checkIdentity checks, after SQLite opened a connection to f by name,
+// that the name still leads to the file the bag was opened with.
+func (f *sqliteFile) checkIdentity(when string) error {
+	st, err := os.Stat(f.name)
+	if err != nil {
+		return fmt.Errorf("bag: %s changed since the bag was opened: %w (%s)", f.name, err, when)
+	}
+	return sameFile(f.name, f.file, st, when)
 }
 
 // firstTimestamp reads the timestamp the walk starts at. SQLite orders
@@ -522,6 +553,9 @@ func (f *sqliteFile) nextMessage(ctx context.Context) (Message, error) {
 				return Message{}, f.queryErr(ctx, fmt.Sprintf("read message %d", r.id), err)
 			}
 			f.blobs = b
+			if err := f.checkIdentity("SQLite opened it again by name to read its messages' data"); err != nil {
+				return Message{}, err
+			}
 		}
 		data, err := f.blobs.readBlob(ctx, r.rowid, r.size)
 		if err != nil {

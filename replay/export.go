@@ -36,6 +36,7 @@ type jsonGate struct {
 
 type jsonCounts struct {
 	Inputs, TotalInputs, Recorded, Produced, Compared, Failed, NotReached, Timeouts int
+	NotComparable, Refused                                                          int
 }
 
 // MarshalJSON writes the counts with snake_case names.
@@ -43,6 +44,7 @@ func (c jsonCounts) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]int{
 		"inputs": c.Inputs, "total_inputs": c.TotalInputs, "recorded": c.Recorded, "produced": c.Produced,
 		"compared": c.Compared, "failed": c.Failed, "not_reached": c.NotReached, "timeouts": c.Timeouts,
+		"not_comparable": c.NotComparable, "refused": c.Refused,
 	})
 }
 
@@ -56,6 +58,8 @@ type jsonChunk struct {
 	DenoiseMs         *float64 `json:"denoise_ms"`          // the replay's; null when not produced
 	RecordedDenoiseMs *float64 `json:"recorded_denoise_ms"` // null when nothing was recorded
 	Note              string   `json:"note,omitempty"`
+	// Refused names why the actions.* limits refused the replayed chunk.
+	Refused string `json:"refused,omitempty"`
 }
 
 // finite is v as a JSON number, or null when v is NaN or infinite (JSON
@@ -67,22 +71,35 @@ func finite(v float64) *float64 {
 	return &v
 }
 
+// reportedRows are the rows WriteJSON and WriteJUnit report: those with
+// a chunk, recorded or produced, and those whose chunk was refused.
+func reportedRows(r *Report) []Row {
+	var rows []Row
+	for _, row := range r.Rows {
+		if row.Recorded != nil || row.Produced != nil || row.Refused != "" {
+			rows = append(rows, row)
+		}
+	}
+	return rows
+}
+
 // WriteJSON writes the report as one JSON object for a CI system: the
 // verdict (passed), the gate, the counts, and one entry per stamp with a
-// chunk (recorded or produced) in stamp order.
+// chunk (recorded, produced or refused) in stamp order.
 func (r *Report) WriteJSON(w io.Writer) error {
 	out := jsonResult{
 		Version: ResultVersion, Bag: r.Bag, Backend: r.BackendInfo, Passed: r.Err() == nil && !r.Interrupted,
 		Gate: jsonGate{MinCosine: r.MinCosine, MaxAbsErr: r.MaxAbsErr},
 		Counts: jsonCounts{Inputs: r.Inputs, TotalInputs: r.TotalInputs, Recorded: r.Recorded, Produced: r.Produced(),
-			Compared: r.Compared(), Failed: len(r.Failures()), NotReached: r.NotReached, Timeouts: r.Timeouts},
+			Compared: r.Compared(), Failed: len(r.Failures()), NotReached: r.NotReached, Timeouts: r.Timeouts,
+			NotComparable: r.NotComparable, Refused: r.refused()},
 		Interrupted: r.Interrupted, ElapsedS: r.Elapsed.Seconds(), Notes: r.Notes, Chunks: []jsonChunk{},
 	}
 	if err := r.Err(); err != nil {
 		out.Error = err.Error()
 	}
-	for _, row := range plottedRows(r) {
-		c := jsonChunk{Stamp: fmtTime(row.Stamp), KVSeq: row.KVSeq, Status: row.Status, Note: row.Note}
+	for _, row := range reportedRows(r) {
+		c := jsonChunk{Stamp: fmtTime(row.Stamp), KVSeq: row.KVSeq, Status: row.Status, Note: row.Note, Refused: row.Refused}
 		if row.Recorded != nil && row.Produced != nil {
 			c.Cosine, c.MaxAbsErr = finite(row.Cosine), finite(row.MaxAbsErr)
 		}
@@ -150,7 +167,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		Props: []junitProp{{"bag", r.Bag}, {"backend", r.BackendInfo},
 			{"min_cosine", strconv.FormatFloat(r.MinCosine, 'g', -1, 64)}, {"max_abs_err", strconv.FormatFloat(r.MaxAbsErr, 'g', -1, 64)}}}
 	class := "replay." + filepath.Base(r.Bag)
-	for _, row := range plottedRows(r) {
+	for _, row := range reportedRows(r) {
 		c := junitCase{Name: fmt.Sprintf("kv_seq %d stamp %s", row.KVSeq, fmtTime(row.Stamp)), ClassName: class, Time: "0"}
 		if row.Produced != nil {
 			c.Time = secs(float64(row.Produced.DenoiseMs) / 1000)
@@ -162,11 +179,26 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		case row.Status == StatusMissing:
 			c.Failure = &junitFailure{Type: "missing", Message: "recorded chunk not produced by the replay", Text: row.Note}
 			suite.Failures++
+		case row.Status == StatusRefused:
+			c.Failure = &junitFailure{Type: "refused", Message: "recorded chunk " + refusedNote(row.Refused) + " in the replay", Text: row.Note}
+			suite.Failures++
+		case row.Status == StatusNotComparable:
+			c.Skipped = &junitFailure{Message: "NOT COMPARABLE: " + row.Note}
+			suite.Skipped++
+		case row.Status == StatusRefusedNew:
+			c.Skipped = &junitFailure{Message: refusedNote(row.Refused) + ", and nothing was recorded to compare with"}
+			suite.Skipped++
 		case row.Recorded == nil:
 			c.Skipped = &junitFailure{Message: "produced, but nothing was recorded to compare with"}
 			suite.Skipped++
 		}
 		suite.Cases = append(suite.Cases, c)
+	}
+	if err := r.Err(); err != nil && r.comparable() == 0 && !r.Interrupted {
+		// Nothing was compared: the suite must not pass with skips alone.
+		suite.Cases = append(suite.Cases, junitCase{Name: "replay", ClassName: class, Time: "0",
+			Failure: &junitFailure{Type: "nothing comparable", Message: r.nothingComparable()}})
+		suite.Failures++
 	}
 	if r.Interrupted {
 		suite.Cases = append(suite.Cases, junitCase{Name: "replay", ClassName: class, Time: "0",

@@ -81,6 +81,22 @@ type MakeResult struct {
 	Chunks   int
 	Messages int
 	Elapsed  time.Duration
+	// Refused lists the chunks the actions.* limits refused: their inputs
+	// are in the bag, with no ActionChunk (the node published none).
+	Refused []MakeRefusal
+}
+
+// MakeRefusal is a chunk of a made bag that the actions.* limits refused.
+type MakeRefusal struct {
+	Chunk  int
+	Stamp  time.Time
+	Reason string // actions.Reason*, comma-separated
+}
+
+// String names the chunk by index and stamp, as replay's table prints
+// stamps, and says why it was refused.
+func (r MakeRefusal) String() string {
+	return fmt.Sprintf("chunk %d stamp %s: %s", r.Chunk, fmtTime(r.Stamp), refusedNote(r.Reason))
 }
 
 // MakeBag writes a regression bag: for each chunk a TextContext and a
@@ -104,7 +120,7 @@ func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
 	}
 	defer os.RemoveAll(tmp)
 	staged := filepath.Join(tmp, base)
-	n, err := o.write(ctx, staged)
+	n, refused, err := o.write(ctx, staged)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +132,7 @@ func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
 	if err := os.Rename(staged, o.Dir); err != nil {
 		return nil, fmt.Errorf("replay: make bag: %w", err)
 	}
-	return &MakeResult{Dir: o.Dir, Chunks: o.Chunks, Messages: n, Elapsed: time.Since(began)}, nil
+	return &MakeResult{Dir: o.Dir, Chunks: o.Chunks, Messages: n, Elapsed: time.Since(began), Refused: refused}, nil
 }
 
 // check validates the options and fills in the defaults.
@@ -132,6 +148,9 @@ func (o *MakeOptions) check() error {
 	}
 	if o.Backend == nil {
 		return errors.New("replay: make bag: no backend")
+	}
+	if err := CheckTransport(o.Params); err != nil {
+		return err
 	}
 	d := o.Backend.Dims()
 	for _, c := range o.Cases {
@@ -184,12 +203,13 @@ func isBagFolder(dir string, st os.FileInfo) error {
 	return nil
 }
 
-// write makes the bag in dir and returns its message count.
-func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
+// write makes the bag in dir and returns its message count and the
+// chunks the actions.* limits refused.
+func (o *MakeOptions) write(ctx context.Context, dir string) (int, []MakeRefusal, error) {
 	p := o.Params
 	w, err := bag.Create(dir, bag.WriterOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("replay: make bag: %w", err)
+		return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 	}
 	defer w.Close()
 	for _, t := range []struct {
@@ -201,27 +221,29 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 		{p.Topics.Actions, msgs.TypeActionChunk, p.QoS.Actions},
 	} {
 		if err := w.AddTopic(t.name, t.typ, bagQoS(t.qos)); err != nil {
-			return 0, fmt.Errorf("replay: make bag: %w", err)
+			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
 	post := p.Actions.Post.Enabled()
 	if post {
 		if err := w.AddTopic(p.Actions.Topic, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
-			return 0, fmt.Errorf("replay: make bag: %w", err)
+			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
 	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout, nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer pl.stop()
 
-	count := 0
+	count, made := 0, 0 // messages written, chunks published
+	var refused []MakeRefusal
 	prog := progress.New(o.Progress, "bag make", "chunks", o.Chunks, DefaultProgressEvery)
 	for k := range o.Chunks {
 		prog.Update(k)
 		stamp := o.Start.Add(time.Duration(k) * o.Period)
 		c, kv := o.inputs(k, stamp)
+		var reasons []string // why the limits refused the chunk, if they did
 		for _, in := range []struct {
 			topic string
 			at    time.Time
@@ -232,56 +254,68 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, error) {
 		} {
 			data, err := in.m.MarshalCDR()
 			if err != nil {
-				return 0, fmt.Errorf("replay: make bag: chunk %d: encode %s: %w", k, in.topic, err)
+				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: encode %s: %w", k, in.topic, err)
 			}
 			if err := w.Write(in.topic, in.at, data); err != nil {
-				return 0, fmt.Errorf("replay: make bag: %w", err)
+				return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 			}
 			count++
+			pre := pl.node.Stats()
 			paired, counted, err := pl.feed(in.topic, data, in.at)
 			if err != nil {
-				return 0, err
+				return 0, nil, err
 			}
-			if counted != "" {
-				return 0, fmt.Errorf("replay: make bag: chunk %d: the node refused its %s message (%s)", k, in.topic, counted)
+			if counted != "" && !paired {
+				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: the node refused its %s message (%s)", k, in.topic, counted)
 			}
 			if paired {
-				before := pl.node.Stats()
 				if err := pl.settle(ctx, o.Timeout); err != nil {
-					return 0, fmt.Errorf("replay: make bag: chunk %d: %w", k, err)
+					return 0, nil, fmt.Errorf("replay: make bag: chunk %d: %w", k, err)
 				}
-				if why := newCounts(before, pl.node.Stats()); why != "" {
-					return 0, fmt.Errorf("replay: make bag: chunk %d: no chunk produced (%s)", k, why)
+				after := pl.node.Stats()
+				// A chunk the limits refused is an outcome: its inputs stay
+				// in the bag, with no chunk recorded, as the node on the
+				// robot would have published none.
+				reasons = newRefusals(pre, after)
+				if len(reasons) == 0 {
+					if why := newCounts(pre, after); why != "" {
+						return 0, nil, fmt.Errorf("replay: make bag: chunk %d: no chunk produced (%s)", k, why)
+					}
 				}
 			}
 		}
-		out, _, _ := pl.results()
-		if len(out) != k+1 || !stampTime(out[k].chunk.Header.Stamp).Equal(stamp) {
-			return 0, fmt.Errorf("replay: make bag: chunk %d (stamp %s): the node published %d chunks, want %d", k, fmtTime(stamp), len(out), k+1)
+		if len(reasons) > 0 {
+			refused = append(refused, MakeRefusal{Chunk: k, Stamp: stamp, Reason: strings.Join(reasons, ", ")})
+			continue
 		}
-		if err := w.Write(p.Topics.Actions, out[k].at, out[k].data); err != nil {
-			return 0, fmt.Errorf("replay: make bag: %w", err)
+		out, _, _ := pl.results()
+		if len(out) != made+1 || !stampTime(out[made].chunk.Header.Stamp).Equal(stamp) {
+			return 0, nil, fmt.Errorf("replay: make bag: chunk %d (stamp %s): the node published %d chunks, want %d", k, fmtTime(stamp), len(out), made+1)
+		}
+		if err := w.Write(p.Topics.Actions, out[made].at, out[made].data); err != nil {
+			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 		count++
 		if post {
 			robot := pl.robotResults()
-			if len(robot) != k+1 || robot[k].chunk.Seq != out[k].chunk.Seq {
-				return 0, fmt.Errorf("replay: make bag: chunk %d: %d executable chunks on %s, want %d", k, len(robot), p.Actions.Topic, k+1)
+			if len(robot) != made+1 || robot[made].chunk.Seq != out[made].chunk.Seq {
+				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: %d executable chunks on %s, want %d", k, len(robot), p.Actions.Topic, made+1)
 			}
-			if err := w.Write(p.Actions.Topic, robot[k].at, robot[k].data); err != nil {
-				return 0, fmt.Errorf("replay: make bag: %w", err)
+			if err := w.Write(p.Actions.Topic, robot[made].at, robot[made].data); err != nil {
+				return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 			}
 			count++
 		}
+		made++
 	}
 	prog.Done(o.Chunks)
 	if err := pl.stop(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := w.Close(); err != nil {
-		return 0, fmt.Errorf("replay: make bag: %w", err)
+		return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 	}
-	return count, nil
+	return count, refused, nil
 }
 
 // inputs builds chunk k's messages.

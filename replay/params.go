@@ -59,6 +59,19 @@ func ResolveTopics(p *node.Params, namespace string) error {
 	return nil
 }
 
+// CheckTransport refuses parameters a replay cannot run with: the
+// shared-memory KV hand-off (kv_transport shm). A replay, and bag make,
+// feed the node's pipeline the VideoKVCache messages of the bag (DDS); with
+// shm the node would wait for KVHandoff descriptors naming a segment that
+// no producer wrote, and produce nothing.
+func CheckTransport(p node.Params) error {
+	if p.KVTransport == node.KVTransportSHM {
+		return fmt.Errorf("replay: kv_transport %q is not replayable: the replay feeds the node the bag's VideoKVCache messages on %s (kv_transport %q); the shared-memory hand-off has no segment to read here. Leave kv_transport at %q: pairing, denoising and the published chunks are the same",
+			p.KVTransport, p.Topics.KVCache, node.KVTransportDDS, node.KVTransportDDS)
+	}
+	return nil
+}
+
 // bagQoS maps a node QoS profile to the rmw profile a bag records.
 func bagQoS(q node.QoS) bag.QoS {
 	out := bag.DefaultQoS()

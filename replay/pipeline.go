@@ -209,9 +209,11 @@ func (pl *pipeline) feed(topic string, data []byte, logTime time.Time) (paired b
 }
 
 // settled reports whether the worker is done with every pair formed so
-// far: published, failed, rejected or superseded.
+// far: published, failed, rejected, superseded or refused by the actions.*
+// limits (a refused chunk is published on neither topic: its outcome is
+// the count).
 func (pl *pipeline) settled(s node.Snapshot) bool {
-	done := s.Out + s.Failed + s.RejectedPairs + s.Dropped[node.DropSuperseded]
+	done := s.Out + s.Failed + s.RejectedPairs + s.Dropped[node.DropSuperseded] + s.TotalRefused()
 	return done >= s.Paired
 }
 
@@ -258,10 +260,23 @@ func newCounts(before, after node.Snapshot) string {
 	if after.Failed > before.Failed {
 		parts = append(parts, "backend error")
 	}
-	for _, r := range slices.Sorted(maps.Keys(after.Refused)) {
-		if after.Refused[r] > before.Refused[r] {
-			parts = append(parts, "refused by the action limits: "+r)
-		}
+	for _, r := range newRefusals(before, after) {
+		parts = append(parts, refusedNote(r))
 	}
 	return strings.Join(parts, ", ")
 }
+
+// newRefusals lists the reasons (actions.Reason*) of the chunks the
+// actions.* limits refused between two snapshots, sorted.
+func newRefusals(before, after node.Snapshot) []string {
+	var reasons []string
+	for _, r := range slices.Sorted(maps.Keys(after.Refused)) {
+		if after.Refused[r] > before.Refused[r] {
+			reasons = append(reasons, r)
+		}
+	}
+	return reasons
+}
+
+// refusedNote is how a row and an error name a chunk refused for reason.
+func refusedNote(reason string) string { return "refused by the action limits: " + reason }

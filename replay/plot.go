@@ -139,11 +139,13 @@ type chunkPoint struct {
 }
 
 // plottedRows returns the rows that have a recorded or a produced chunk,
-// in stamp order: an input that gave neither is not drawn.
+// in stamp order: an input that gave neither is not drawn, nor a recorded
+// chunk whose inputs are not in the bag (StatusNotComparable), which the
+// replay could not reproduce.
 func plottedRows(r *Report) []Row {
 	var rows []Row
 	for _, row := range r.Rows {
-		if row.Recorded != nil || row.Produced != nil {
+		if (row.Recorded != nil || row.Produced != nil) && row.Status != StatusNotComparable {
 			rows = append(rows, row)
 		}
 	}
@@ -321,10 +323,13 @@ func verdictLine(r *Report, pts []chunkPoint) (string, []string) {
 		}
 	}
 	verdict := "PASS"
-	if fail+missing > 0 {
+	if fail+missing > 0 || r.Err() != nil {
 		verdict = "FAIL"
 	}
 	line := fmt.Sprintf("%s: %s, %d compared, %d outside the gate, %d missing", filepath.Base(r.Bag), verdict, compared, fail, missing)
+	if r.NotComparable > 0 {
+		line += fmt.Sprintf(", %d not comparable", r.NotComparable)
+	}
 	var details []string
 	if names := failedNames(pts); names != "" {
 		details = append(details, names)

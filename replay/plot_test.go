@@ -168,7 +168,7 @@ func syntheticReport(n int, failures bool) *Report {
 				row.Recorded = nil
 			}
 		}
-		row.judge(r.MinCosine, r.MaxAbsErr, "", true)
+		row.judge(r.MinCosine, r.MaxAbsErr, rowInputs{kvFed: true, paired: true})
 		r.Rows = append(r.Rows, row)
 	}
 	return r

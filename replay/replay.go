@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fastwam/actionexpert/bag"
@@ -63,8 +64,18 @@ type Options struct {
 type fedInput struct {
 	kvSeq    uint64
 	isKV     bool
+	paired   bool   // a pair with this stamp was formed
 	inFlight bool   // its pair was being denoised when the replay was interrupted
+	refused  string // why the actions.* limits refused its chunk, if they did
 	note     string // what the node counted for it, if anything
+}
+
+// fedLog is what the replay fed besides the inputs by stamp: enough to
+// tell whether a recorded chunk's inputs are in the bag at all.
+type fedLog struct {
+	contexts         map[uint64]bool // the seqs of the TextContexts fed
+	undecodedKV      int             // VideoKVCache messages that did not decode
+	undecodedContext int             // TextContext messages that did not decode
 }
 
 // Run replays the inputs of rec through a node with o.Backend and
@@ -91,6 +102,9 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	}
 	if o.ChunkTimeout <= 0 {
 		o.ChunkTimeout = DefaultChunkTimeout
+	}
+	if err := CheckTransport(o.Params); err != nil {
+		return nil, err
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = DefaultProgressEvery
@@ -125,6 +139,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 
 	prog := progress.New(o.Progress, "replay", "chunks", rec.KVCount, o.ProgressEvery)
 	fed := map[int64]*fedInput{} // by stamp (ns)
+	log := fedLog{contexts: map[uint64]bool{}}
 	var (
 		readErr     error
 		interrupted bool
@@ -146,7 +161,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 			break
 		}
 		isKV := m.Topic == topics.KVCache
-		stamp, kvSeq, decoded := inputStamp(m.Data, isKV)
+		stamp, seq, decoded := inputStamp(m.Data, isKV)
 		key := stamp.UnixNano()
 		if decoded {
 			in := fed[key]
@@ -155,9 +170,16 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 				fed[key] = in
 			}
 			if isKV {
-				in.isKV, in.kvSeq, lastKV = true, kvSeq, key
+				in.isKV, in.kvSeq, lastKV = true, seq, key
+			} else {
+				log.contexts[seq] = true
 			}
+		} else if isKV {
+			log.undecodedKV++
+		} else {
+			log.undecodedContext++
 		}
+		pre := pl.node.Stats()
 		paired, counted, err := pl.feed(m.Topic, m.Data, m.LogTime)
 		if err != nil {
 			readErr = err
@@ -170,8 +192,11 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 			pairKey = lastKV
 		}
 		if paired {
-			before := pl.node.Stats()
 			err := pl.settle(ctx, o.ChunkTimeout)
+			// What the node counted from before the feed to the pair's
+			// outcome (the worker may be done before feed returns).
+			post := pl.node.Stats()
+			counted = newCounts(pre, post)
 			var te *timeoutError
 			switch {
 			case errors.As(err, &te):
@@ -183,7 +208,10 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 					in.inFlight, in.note = true, join(in.note, "interrupted while denoising")
 				}
 			}
-			counted = join(counted, newCounts(before, pl.node.Stats()))
+			if in := fed[pairKey]; in != nil {
+				in.paired = true
+				in.refused = strings.Join(newRefusals(pre, post), ", ")
+			}
 		}
 		if in := fed[pairKey]; in != nil && counted != "" && decoded {
 			in.note = join(in.note, counted)
@@ -199,7 +227,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 	stopErr := pl.stop()
 	out, diags, undecoded := pl.results()
 
-	rep := buildReport(rec, o, out, fed, plans.errs, interrupted)
+	rep := buildReport(rec, o, out, fed, log, plans.errs, interrupted)
 	rep.Stats = pl.node.Stats()
 	rep.Inputs, rep.Timeouts, rep.Elapsed = kvDone, timeouts, time.Since(began)
 	if undecoded > 0 {
@@ -245,8 +273,8 @@ func join(a, b string) string {
 	return a + ", " + b
 }
 
-// inputStamp decodes an input's header stamp and, for a cache, its seq.
-// Inputs that do not decode are fed all the same: the node rejects them.
+// inputStamp decodes an input's header stamp and seq. Inputs that do not
+// decode are fed all the same: the node rejects them.
 func inputStamp(data []byte, isKV bool) (stamp time.Time, seq uint64, ok bool) {
 	if isKV {
 		var kv msgs.VideoKVCache
@@ -259,7 +287,7 @@ func inputStamp(data []byte, isKV bool) (stamp time.Time, seq uint64, ok bool) {
 	if c.UnmarshalCDR(data) != nil {
 		return time.Time{}, 0, false
 	}
-	return stampTime(c.Header.Stamp), 0, true
+	return stampTime(c.Header.Stamp), c.Seq, true
 }
 
 // checkShapes compares the first inputs' shapes with the backend's

@@ -277,9 +277,10 @@ func TestReplayPartOfBag(t *testing.T) {
 	}
 }
 
-// TestReplayMissingAndUnrecorded drops a cache (its recorded chunk cannot
-// be produced: a failure naming it) and a recorded chunk (its produced
-// chunk is reported, not failed).
+// TestReplayMissingAndUnrecorded garbles a cache (its recorded chunk
+// cannot be produced: a failure naming it; the cache is in the bag, so the
+// chunk is comparable) and drops a recorded chunk (its produced chunk is
+// reported, not failed).
 func TestReplayMissingAndUnrecorded(t *testing.T) {
 	edited := filepath.Join(t.TempDir(), "edited")
 	rewriteBag(t, regressionBag(t), edited, func(m *bag.Message) bool {
@@ -289,7 +290,10 @@ func TestReplayMissingAndUnrecorded(t *testing.T) {
 			if err := kv.UnmarshalCDR(m.Data); err != nil {
 				t.Fatal(err)
 			}
-			return kv.Seq != 3
+			if kv.Seq == 3 {
+				m.Data = []byte{0, 1, 0, 0, 0xde, 0xad} // CDR encapsulation, then too short
+			}
+			return true
 		case msgs.TypeActionChunk:
 			var c msgs.ActionChunk
 			if err := c.UnmarshalCDR(m.Data); err != nil {
@@ -739,5 +743,62 @@ func TestReplayInterruptedWhileDenoising(t *testing.T) {
 	}
 	if rep.Stats.Dropped[node.DropShutdown] != 1 {
 		t.Errorf("dropped %v, want one shutdown drop", rep.Stats.Dropped)
+	}
+}
+
+// TestReplayRefusesSHM: kv_transport shm is refused before anything runs,
+// by Run and MakeBag alike, saying why (the replay feeds the bag's DDS
+// messages; the hand-off has no segment). The node used to start, wait
+// for descriptors that never came, and leave every chunk "not produced"
+// with no reason.
+func TestReplayRefusesSHM(t *testing.T) {
+	p := params(t)
+	if err := p.Set("kv_transport", node.KVTransportSHM); err != nil {
+		t.Fatal(err)
+	}
+	want := `kv_transport "shm" is not replayable: the replay feeds the node the bag's VideoKVCache messages on /video_kv_cache`
+	rec := scan(t, regressionBag(t))
+	rec.ApplySchedule(&p)
+	rep, err := replay.Run(t.Context(), rec, replay.Options{Params: p, Backend: tinyBackend(t)})
+	if rep != nil || err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "no segment to read") {
+		t.Errorf("Run: %v, want %q", err, want)
+	}
+	_, err = replay.MakeBag(t.Context(), replay.MakeOptions{Dir: filepath.Join(t.TempDir(), "b"), Chunks: 1, Cases: tinyCases(t), Backend: tinyBackend(t), Params: p})
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("MakeBag: %v, want %q", err, want)
+	}
+}
+
+// TestNotProducedSaysWhy: a recorded chunk whose inputs are in the bag but
+// never pair (the context's stamp moved by 1 ns, sync exact) is MISSING
+// with the reason, not a bare "no chunk produced".
+func TestNotProducedSaysWhy(t *testing.T) {
+	edited := filepath.Join(t.TempDir(), "edited")
+	rewriteBag(t, regressionBag(t), edited, func(m *bag.Message) bool {
+		if m.Type != msgs.TypeTextContext {
+			return true
+		}
+		var c msgs.TextContext
+		if err := c.UnmarshalCDR(m.Data); err != nil {
+			t.Fatal(err)
+		}
+		if c.Seq == 3 {
+			c.Header.Stamp.Nanosec++
+			data, err := c.MarshalCDR()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Data = data
+		}
+		return true
+	})
+	rep, err := run(t, t.Context(), edited, tinyBackend(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Failures()
+	if len(f) != 1 || f[0].KVSeq != 3 || f[0].Status != replay.StatusMissing ||
+		f[0].Note != "no chunk produced: the node paired no TextContext with its VideoKVCache (sync.policy exact); see the node's drop counts below" {
+		t.Fatalf("failures %+v, want kv_seq 3 MISSING saying it never paired", f)
 	}
 }

@@ -18,17 +18,30 @@ import (
 // Status is the verdict on one stamp of a replay.
 type Status string
 
-// Verdicts. StatusMismatch and StatusMissing fail the gate.
+// Verdicts. StatusMismatch, StatusMissing and StatusRefused fail the gate.
 const (
 	StatusOK       Status = "ok"        // produced and recorded, within the gate
 	StatusMismatch Status = "FAIL"      // produced and recorded, outside the gate
 	StatusMissing  Status = "MISSING"   // recorded, but the replay produced no chunk
+	StatusRefused  Status = "REFUSED"   // recorded, but the actions.* limits refused the replayed chunk
 	StatusNew      Status = "new"       // produced, but nothing was recorded to compare with
 	StatusNoOutput Status = "no output" // an input that produced nothing, and nothing was recorded
+	// StatusRefusedNew is a chunk the actions.* limits refused, with
+	// nothing recorded: the recording refused it too, or had no output
+	// topic for it.
+	StatusRefusedNew Status = "refused"
+	// StatusNotComparable is a recorded chunk whose inputs are not in the
+	// bag (a recording started after they were published): nothing could
+	// reproduce it, and it fails nothing.
+	StatusNotComparable Status = "NOT COMPARABLE"
 )
 
 // Failed reports whether the verdict fails the gate.
-func (s Status) Failed() bool { return s == StatusMismatch || s == StatusMissing }
+func (s Status) Failed() bool { return s == StatusMismatch || s == StatusMissing || s == StatusRefused }
+
+// notInBag is the note of a StatusNotComparable row: why its inputs are
+// missing.
+const notInBag = "its inputs are not in the bag"
 
 // Row is the outcome for one stamp: a recorded chunk, a produced chunk, or
 // an input that gave neither.
@@ -43,6 +56,9 @@ type Row struct {
 	Cosine, MaxAbsErr float64
 	Status            Status
 	Note              string // why, when the status needs explaining
+	// Refused names why the actions.* limits refused the replayed chunk
+	// (actions.Reason*, comma-separated), when they did.
+	Refused string
 }
 
 // Report is the outcome of a replay.
@@ -57,9 +73,12 @@ type Report struct {
 	TotalInputs int // in the bag
 	Recorded    int // recorded chunks
 	NotReached  int // recorded chunks whose inputs were not fed (interrupted)
-	Timeouts    int // pairs without an outcome within the chunk timeout
-	Interrupted bool
-	Elapsed     time.Duration
+	// NotComparable counts the recorded chunks whose inputs are not in
+	// the bag (StatusNotComparable).
+	NotComparable int
+	Timeouts      int // pairs without an outcome within the chunk timeout
+	Interrupted   bool
+	Elapsed       time.Duration
 
 	MinCosine, MaxAbsErr float64 // the gate
 	Notes                []string
@@ -70,10 +89,26 @@ type Report struct {
 	Executable *ExecutableReport
 }
 
+// rowInputs is what the replay knows of a row's inputs when it judges it.
+type rowInputs struct {
+	note  string // what the node counted for the pair, if anything
+	kvFed bool   // the bag's VideoKVCache with the row's stamp was fed
+	// kvUndecoded counts the bag's VideoKVCache messages that did not
+	// decode: one of them may be the row's.
+	kvUndecoded int
+	paired      bool   // the node formed a pair with the row's stamp
+	refused     string // why the actions.* limits refused the pair's chunk
+	// noContext, for a recorded chunk, is set when the bag holds no
+	// TextContext with the chunk's context_seq (and every TextContext
+	// decoded, so none of them can be it).
+	noContext bool
+	policy    string // the node's sync.policy
+}
+
 // buildReport matches produced chunks with recorded ones by stamp.
-// planErrs holds, by stamp, why a recorded chunk's RTC plan could not be
-// rebuilt: those rows fail.
-func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, planErrs map[int64]error, interrupted bool) *Report {
+// log holds what else was fed. planErrs holds, by stamp, why a recorded
+// chunk's RTC plan could not be rebuilt: those rows fail.
+func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedInput, log fedLog, planErrs map[int64]error, interrupted bool) *Report {
 	rep := &Report{
 		Bag: rec.Path, BackendInfo: o.BackendInfo, Params: o.Params,
 		TotalInputs: rec.KVCount, Recorded: len(rec.Recorded), Interrupted: interrupted,
@@ -132,13 +167,19 @@ func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedIn
 	}
 	for _, k := range slices.Sorted(maps.Keys(rows)) {
 		r := rows[k]
-		note := ""
+		ri := rowInputs{policy: string(o.Params.Sync.Policy), kvUndecoded: log.undecodedKV}
 		if in := fed[k]; in != nil {
-			note = in.note
+			ri.note, ri.kvFed, ri.paired, ri.refused = in.note, in.isKV, in.paired, in.refused
 		}
-		r.judge(o.MinCosine, o.MaxAbsErr, note, fed[k] != nil && fed[k].isKV)
-		if err := planErrs[k]; err != nil && r.Recorded != nil {
+		if r.Recorded != nil {
+			ri.noContext = !log.contexts[r.Recorded.Chunk.ContextSeq] && log.undecodedContext == 0
+		}
+		r.judge(o.MinCosine, o.MaxAbsErr, ri)
+		if err := planErrs[k]; err != nil && r.Recorded != nil && r.Status != StatusNotComparable {
 			r.Status, r.Note = StatusMismatch, join("recorded rtc fields: "+err.Error(), r.Note)
+		}
+		if r.Status == StatusNotComparable {
+			rep.NotComparable++
 		}
 		rep.Rows = append(rep.Rows, *r)
 	}
@@ -146,7 +187,9 @@ func buildReport(rec *Recording, o Options, out []produced, fed map[int64]*fedIn
 }
 
 // judge compares the row's chunks and sets its verdict.
-func (r *Row) judge(minCos, maxErr float64, note string, inputFed bool) {
+func (r *Row) judge(minCos, maxErr float64, in rowInputs) {
+	note := in.note
+	r.Refused = in.refused
 	switch {
 	case r.Recorded != nil && r.Produced != nil:
 		got, want := actions(r.Produced), actions(&r.Recorded.Chunk)
@@ -177,19 +220,46 @@ func (r *Row) judge(minCos, maxErr float64, note string, inputFed bool) {
 			why = append(why, fmt.Sprintf("recorded rtc_mode %q, replayed %q", rc.RTCMode, p.RTCMode))
 		}
 		r.Note = strings.Join(why, "; ")
+	case r.Recorded != nil && (!in.kvFed && in.kvUndecoded == 0 || in.noContext):
+		// Nothing could have reproduced it: not a failure of the replay.
+		var missing []string
+		if !in.kvFed && in.kvUndecoded == 0 {
+			missing = append(missing, "no VideoKVCache with this stamp")
+		}
+		if in.noContext {
+			missing = append(missing, fmt.Sprintf("no TextContext with seq %d", r.Recorded.Chunk.ContextSeq))
+		}
+		r.Status = StatusNotComparable
+		r.Note = join(fmt.Sprintf("%s (%s; as when a recording starts after they were published)", notInBag, strings.Join(missing, ", ")), note)
+	case r.Recorded != nil && in.refused != "":
+		r.Status, r.Note = StatusRefused, join(note, "the recorded chunk has no replayed one to compare with")
 	case r.Recorded != nil:
-		r.Status = StatusMissing
-		r.Note = note
-		if !inputFed {
-			r.Note = join("the bag has no VideoKVCache with this stamp", note)
-		} else if r.Note == "" {
-			r.Note = "no chunk produced"
+		r.Status, r.Note = StatusMissing, note
+		switch {
+		case !in.kvFed:
+			r.Note = join(fmt.Sprintf("the bag has no decodable VideoKVCache with this stamp (%d did not decode: the node rejected them)", in.kvUndecoded), note)
+		case r.Note == "":
+			r.Note = in.noOutcome()
 		}
 	case r.Produced != nil:
 		r.Status, r.Note = StatusNew, "nothing recorded with this stamp"
+	case in.refused != "":
+		r.Status, r.Note = StatusRefusedNew, join(note, "nothing recorded with this stamp")
 	default:
 		r.Status, r.Note = StatusNoOutput, note
+		if r.Note == "" && in.kvFed {
+			r.Note = in.noOutcome()
+		}
 	}
+}
+
+// noOutcome says why a fed input gave no chunk when the node counted
+// nothing against it: it never paired, or its pair left no trace.
+func (in rowInputs) noOutcome() string {
+	if !in.paired {
+		return fmt.Sprintf("no chunk produced: the node paired no TextContext with its VideoKVCache (sync.policy %s); see the node's drop counts below", in.policy)
+	}
+	return "no chunk produced: the pair was formed, but the node published nothing and counted no rejection, failure or refusal"
 }
 
 // actions flattens a chunk's rows.
@@ -237,12 +307,93 @@ func (r *Report) Produced() int {
 // maxNamed bounds the chunks an error message names.
 const maxNamed = 10
 
-// Err is nil when every recorded chunk was produced and every comparison
-// passed the gate; otherwise it names the failing chunks by kv_seq and
-// stamp.
+// comparable counts the recorded rows whose inputs are in the bag: those
+// the replay could reproduce.
+func (r *Report) comparable() int {
+	n := 0
+	for _, row := range r.Rows {
+		if row.Recorded != nil && row.Status != StatusNotComparable {
+			n++
+		}
+	}
+	return n
+}
+
+// refusals counts the replayed chunks the actions.* limits refused, by
+// reason.
+func (r *Report) refusals() map[string]int {
+	out := map[string]int{}
+	for _, row := range r.Rows {
+		if row.Refused != "" {
+			out[row.Refused]++
+		}
+	}
+	return out
+}
+
+// refused counts the replayed chunks the actions.* limits refused.
+func (r *Report) refused() int {
+	n := 0
+	for _, v := range r.refusals() {
+		n += v
+	}
+	return n
+}
+
+// refusalsText is ", N refused by the action limits (bounds 2, step 1)",
+// or "" when none was.
+func (r *Report) refusalsText() string {
+	by := r.refusals()
+	if len(by) == 0 {
+		return ""
+	}
+	total := 0
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(by)) {
+		total += by[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
+	}
+	return fmt.Sprintf(", %d refused by the action limits (%s)", total, strings.Join(parts, ", "))
+}
+
+// notComparableText is ", N recorded chunks not comparable (...)", or ""
+// when every recorded chunk's inputs are in the bag.
+func (r *Report) notComparableText() string {
+	if r.NotComparable == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d recorded chunks NOT COMPARABLE (%s)", r.NotComparable, notInBag)
+}
+
+// besidesNotComparable is " (and N NOT COMPARABLE: ...)" after the count
+// of the comparable recorded chunks, or "".
+func (r *Report) besidesNotComparable() string {
+	if r.NotComparable == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d NOT COMPARABLE: %s)", r.NotComparable, notInBag)
+}
+
+// nothingComparable explains a replay with no recorded chunk to compare
+// with, which fails: it checked nothing.
+func (r *Report) nothingComparable() string {
+	if r.Recorded-r.NotReached == 0 {
+		return fmt.Sprintf("nothing to compare: the bag has no ActionChunks recorded on %s (record the node's output topic with its inputs)", r.Params.Topics.Actions)
+	}
+	return fmt.Sprintf("none of the %d recorded chunks is comparable: their inputs are not in the bag (the recording holds the chunks, not the VideoKVCache and TextContext they were computed from)",
+		r.Recorded-r.NotReached)
+}
+
+// Err is nil when every recorded chunk whose inputs are in the bag was
+// produced and passed the gate, and there was at least one; otherwise it
+// names the failing chunks by kv_seq and stamp, or says that nothing was
+// comparable. Chunks that are not comparable fail nothing.
 func (r *Report) Err() error {
 	fails := r.Failures()
 	if len(fails) == 0 {
+		if r.comparable() == 0 && !r.Interrupted {
+			return fmt.Errorf("FAIL: %s", r.nothingComparable())
+		}
 		return nil
 	}
 	var parts []string
@@ -252,12 +403,15 @@ func (r *Report) Err() error {
 			break
 		}
 		what := f.Note
-		if f.Status == StatusMissing {
+		switch f.Status {
+		case StatusMissing:
 			what = "not produced: " + f.Note
+		case StatusRefused:
+			what = refusedNote(f.Refused)
 		}
 		parts = append(parts, fmt.Sprintf("chunk kv_seq %d stamp %s (%s)", f.KVSeq, fmtTime(f.Stamp), what))
 	}
-	return fmt.Errorf("FAIL: %d of %d recorded chunks: %s", len(fails), r.Recorded-r.NotReached, strings.Join(parts, "; "))
+	return fmt.Errorf("FAIL: %d of %d recorded chunks%s: %s", len(fails), r.comparable(), r.besidesNotComparable(), strings.Join(parts, "; "))
 }
 
 // WriteTable prints the replay's setting, a row per stamp (stamp, kv_seq,
@@ -310,6 +464,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	s := r.Stats
 	ew.printf("\nnode     %d inputs fed of %d, %d paired, %d chunks published, %d rejected, %d dropped, %d backend errors",
 		r.Inputs, r.TotalInputs, s.Paired, s.Out, s.TotalRejected(), s.TotalDropped(), s.Failed)
+	if n := s.TotalRefused(); n > 0 {
+		ew.printf(", %d refused by the action limits", n)
+	}
 	if r.Timeouts > 0 {
 		ew.printf(", %d timed out", r.Timeouts)
 	}
@@ -366,15 +523,16 @@ func (r *Report) summary() string {
 	if n := r.Produced() - compared; n > 0 {
 		extra = fmt.Sprintf(", %d produced chunks without a recorded one", n)
 	}
+	extra += r.refusalsText() + r.notComparableText()
 	if r.Interrupted {
 		extra += fmt.Sprintf(", interrupted (%d recorded chunks not reached)", r.NotReached)
 	}
 	switch {
 	case fails > 0:
 		return fmt.Sprintf("FAIL: %d of %d recorded chunks fail (%d compared, lowest cosine %.12f, largest max|err| %.3g)%s",
-			fails, r.Recorded-r.NotReached, compared, lowest, largest, extra)
-	case r.Recorded == 0:
-		return "PASS (vacuous): nothing to compare, the bag has no recorded ActionChunks on the actions topic" + extra
+			fails, r.comparable(), compared, lowest, largest, extra)
+	case r.comparable() == 0 && !r.Interrupted:
+		return "FAIL: " + r.nothingComparable() + extra
 	}
 	verdict := "PASS"
 	if r.Interrupted {
@@ -396,7 +554,7 @@ func (r *Report) recordedDenoise() []float64 {
 	return ms
 }
 
-// countsText lists the node's rejections and drops by reason.
+// countsText lists the node's rejections, drops and refusals by reason.
 func countsText(s node.Snapshot) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(s.Rejected)) {
@@ -404,6 +562,9 @@ func countsText(s node.Snapshot) string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Dropped)) {
 		parts = append(parts, fmt.Sprintf("dropped %s %d", k, s.Dropped[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Refused)) {
+		parts = append(parts, fmt.Sprintf("refused %s %d", k, s.Refused[k]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -52,6 +52,9 @@ func (f *nodeFlags) apply(p *node.Params) error {
 	if err := replay.ResolveTopics(p, f.namespace); err != nil {
 		return usageError("%v", err)
 	}
+	if err := replay.CheckTransport(*p); err != nil {
+		return usageError("%v", err)
+	}
 	return nil
 }
 
@@ -61,7 +64,8 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		"from the golden cases (the embedded tiny goldens, alternating, by default; chunks after the\n"+
 		"first pass get a small seeded perturbation of the context), stamped -period apart with seq\n"+
 		"0..N-1, run through the node with the CPU reference backend, and the ActionChunks it\n"+
-		"published: the expected output that `fastwam replay` compares with.")
+		"published: the expected output that `fastwam replay` compares with. A chunk the actions.*\n"+
+		"limits refuse (limits.mode refuse) is listed: its inputs are in the bag, with no chunk.")
 	var (
 		out     string
 		chunks  int
@@ -159,8 +163,15 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d chunks, %d messages on %s, %s -> %s, in %.2f s\n",
-		res.Dir, res.Chunks, res.Messages, p.Topics.Context, p.Topics.KVCache, p.Topics.Actions, res.Elapsed.Seconds())
+	for _, r := range res.Refused {
+		fmt.Fprintf(stdout, "%s (its inputs are in the bag, with no ActionChunk)\n", r)
+	}
+	refused := ""
+	if n := len(res.Refused); n > 0 {
+		refused = fmt.Sprintf(" (%d refused by the action limits, %d recorded)", n, res.Chunks-n)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d chunks%s, %d messages on %s, %s -> %s, in %.2f s\n",
+		res.Dir, res.Chunks, refused, res.Messages, p.Topics.Context, p.Topics.KVCache, p.Topics.Actions, res.Elapsed.Seconds())
 	fmt.Fprintf(stdout, "expected chunks: the CPU reference's output (%s; %d steps, shift %g, noise seed %d + kv_seq)\n",
 		desc, p.Steps, p.Shift, p.NoiseSeed)
 	return nil

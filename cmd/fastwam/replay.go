@@ -47,8 +47,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		".db3 file: MCAP storage or sqlite3, Humble's `ros2 bag record` default)\n"+
 		"through the node, as ROS would deliver them, and compares the ActionChunks it publishes with\n"+
 		"those recorded on its output topic (matched by stamp): a table per chunk, and exit status 1\n"+
-		"naming the chunks below the gate or not produced. Steps, shift and noise seed are taken from\n"+
-		"the recorded chunks unless -p sets them; the self-test is skipped and max_input_age is 0\n"+
+		"naming the chunks below the gate, not produced, or refused by the actions.* limits. A recorded\n"+
+		"chunk whose inputs are not in the bag (a recording started after they were published) is NOT\n"+
+		"COMPARABLE: reported and counted, it fails nothing; a bag with no comparable chunk fails.\n"+
+		"The node takes the bag's VideoKVCache messages: kv_transport shm is refused. Steps, shift\n"+
+		"and noise seed are taken from the recorded chunks unless -p sets them; the self-test is\n"+
+		"skipped and max_input_age is 0\n"+
 		"(the node's clock is the bag's). The backend parameters (-p backend:=, cpu.weights, cpu.threads,\n"+
 		"htp.*) choose the backend like the flags of the same meaning; another backend's parameters are\n"+
 		"refused. With no bag, replays the embedded regression bag\n"+

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -217,11 +218,15 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"-p", "stepz:=3"}, 2, `did you mean "steps"`},
 		{[]string{"-p", "topics.kv_cache:=/robot/kv"}, 1, "no topic /robot/kv"},
 		{[]string{"-namespace", "robot"}, 2, "namespace"},
+		{[]string{"-p", "kv_transport:=shm"}, 2, `kv_transport "shm" is not replayable`},
 	} {
 		code, out, stderr := runCmd(t, append([]string{"replay"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(stderr, tc.want) {
 			t.Errorf("replay %q: exit %d, want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, out, stderr)
 		}
+	}
+	if code, out, stderr := runCmd(t, "bag", "make", "-o", filepath.Join(dir, "shm"), "-p", "kv_transport:=shm"); code != 2 || !strings.Contains(stderr, "no segment to read") {
+		t.Errorf("bag make -p kv_transport:=shm: exit %d, want 2 saying why\n%s%s", code, out, stderr)
 	}
 	// -p overrides the recorded schedule: with 4 steps nothing matches.
 	code, out, stderr := runCmd(t, "replay", "-p", "steps:=4")
@@ -420,5 +425,164 @@ func TestBagMakeFromInputsOnly(t *testing.T) {
 	}
 	if code, out, stderr = runCmd(t, "replay", dir); code != 0 || !strings.Contains(out, "PASS: 2 chunks compared") {
 		t.Errorf("replay of the bag: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// filteredBag rewrites the regression bag without the messages drop
+// returns true for (given the message and its seq: the kv_seq of an
+// ActionChunk).
+func filteredBag(t *testing.T, drop func(typ string, seq uint64) bool) string {
+	t.Helper()
+	r, err := bag.Open(embeddedBag(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dst := filepath.Join(t.TempDir(), "filtered")
+	w, err := bag.Create(dst, bag.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range r.Topics() {
+		if err := w.AddTopic(tp.Name, tp.Type, tp.OfferedQoSProfiles[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m, err := range r.Messages(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq uint64
+		switch m.Type {
+		case msgs.TypeVideoKVCache:
+			var kv msgs.VideoKVCache
+			err = kv.UnmarshalCDR(m.Data)
+			seq = kv.Seq
+		case msgs.TypeTextContext:
+			var c msgs.TextContext
+			err = c.UnmarshalCDR(m.Data)
+			seq = c.Seq
+		case msgs.TypeActionChunk:
+			var c msgs.ActionChunk
+			err = c.UnmarshalCDR(m.Data)
+			seq = c.KVSeq
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drop(m.Type, seq) {
+			continue
+		}
+		if err := w.Write(m.Topic, m.LogTime, m.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestReplayLiveRecording: `ros2 bag record` of a live session misses the
+// first pair's inputs but records its chunk. That chunk is NOT COMPARABLE
+// (its inputs are not in the bag): the table, the JSON and the JUnit XML
+// (a skipped case with the reason) say so, the summary counts it, and the
+// replay passes on the others (exit 0). It used to be MISSING, exit 1. A
+// bag in which no recorded chunk is comparable fails, saying why.
+func TestReplayLiveRecording(t *testing.T) {
+	live := filteredBag(t, func(typ string, seq uint64) bool {
+		return seq == 0 && (typ == msgs.TypeVideoKVCache || typ == msgs.TypeTextContext)
+	})
+	dir := t.TempDir()
+	jsonPath, junitPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.xml")
+	code, out, stderr := runCmd(t, "replay", "-json", jsonPath, "-junit", junitPath, live)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^1700000000\.000000000\s+0\s.*NOT COMPARABLE: its inputs are not in the bag \(no VideoKVCache with this stamp, no TextContext with seq 0;`).MatchString(out) {
+		t.Errorf("no NOT COMPARABLE row for kv_seq 0 with the reason:\n%s", out)
+	}
+	if n := len(okRowRE.FindAllString(out, -1)); n != 7 {
+		t.Errorf("%d passing rows, want 7:\n%s", n, out)
+	}
+	t.Log(out)
+	if !regexp.MustCompile(`(?m)^PASS: 7 chunks compared, .*, 1 recorded chunks NOT COMPARABLE \(its inputs are not in the bag\)$`).MatchString(out) {
+		t.Errorf("summary does not count the chunk that is not comparable:\n%s", out)
+	}
+	js, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"passed": true`, `"not_comparable": 1`, `"status": "NOT COMPARABLE"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, js)
+		}
+	}
+	xml, err := os.ReadFile(junitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(xml), `failures="0"`) || !strings.Contains(string(xml), `skipped="1"`) ||
+		!strings.Contains(string(xml), `<skipped message="NOT COMPARABLE: its inputs are not in the bag`) {
+		t.Errorf("JUnit does not skip the chunk with the reason:\n%s", xml)
+	}
+
+	// Only the cache, or only the context, missing: not comparable either.
+	for _, typ := range []string{msgs.TypeVideoKVCache, msgs.TypeTextContext} {
+		half := filteredBag(t, func(tp string, seq uint64) bool { return seq == 0 && tp == typ })
+		if code, out, stderr := runCmd(t, "replay", half); code != 0 || !strings.Contains(out, "NOT COMPARABLE") {
+			t.Errorf("without the first %s: exit %d\n%s\n%s", typ, code, out, stderr)
+		}
+	}
+
+	// The chunks of the first four pairs, the inputs of the last four:
+	// nothing is comparable, and that fails.
+	apart := filteredBag(t, func(typ string, seq uint64) bool { return (typ == msgs.TypeActionChunk) == (seq >= 4) })
+	code, out, stderr = runCmd(t, "replay", apart)
+	if code != 1 || !strings.Contains(stderr, "FAIL: none of the 4 recorded chunks is comparable: their inputs are not in the bag") {
+		t.Errorf("chunks and inputs of different pairs: exit %d, want 1 saying nothing is comparable\n%s\n%s", code, out, stderr)
+	}
+	// No recorded chunk: nothing to compare, and that fails too.
+	inputsOnly := filteredBag(t, func(typ string, _ uint64) bool { return typ == msgs.TypeActionChunk })
+	code, out, stderr = runCmd(t, "replay", inputsOnly)
+	if code != 1 || !strings.Contains(stderr, "FAIL: nothing to compare: the bag has no ActionChunks recorded on /action_chunk") {
+		t.Errorf("a bag of inputs only: exit %d, want 1 saying there is nothing to compare\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestBagMakeAndReplayRefused is step 3 of docs/robot.md at the command
+// line: with limits in refuse mode that stop every chunk, bag make lists
+// each refused chunk and its reason and writes the bag at once, and replay
+// of a bag recorded without limits names each chunk REFUSED and exits 1,
+// without waiting for the chunk timeout (here 5 s, far above the run;
+// each refused chunk used to wait for it).
+func TestBagMakeAndReplayRefused(t *testing.T) {
+	post := []string{"-p", "actions.norm_mode:=min/max", "-p", "actions.stats_file:=../../actions/testdata/dataset_stats.json"}
+	limits := append(slices.Clone(post), "-p", "actions.limits.mode:=refuse",
+		"-p", "actions.limits.min:=[-1e-9,-1e-9,-1e-9,-1e-9,-1e-9,-1e-9,-1e-9]", "-p", "actions.limits.max:=[1e-9,1e-9,1e-9,1e-9,1e-9,1e-9,1e-9]")
+	dir := filepath.Join(t.TempDir(), "refused")
+	code, out, stderr := runCmd(t, append([]string{"bag", "make", "-o", dir, "-chunks", "2", "-timeout", "5s"}, limits...)...)
+	if code != 0 {
+		t.Fatalf("bag make: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"chunk 0 stamp 1700000000.000000000: refused by the action limits: bounds (its inputs are in the bag, with no ActionChunk)",
+		"chunk 1 stamp 1700000000.100000000: refused by the action limits: bounds",
+		"2 chunks (2 refused by the action limits, 0 recorded), 4 messages",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bag make output lacks %q:\n%s", want, out)
+		}
+	}
+	recorded := filepath.Join(t.TempDir(), "recorded")
+	if code, out, stderr := runCmd(t, append([]string{"bag", "make", "-o", recorded, "-chunks", "2"}, post...)...); code != 0 {
+		t.Fatalf("bag make without limits: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runCmd(t, append(append([]string{"replay", "-timeout", "5s"}, limits...), recorded)...)
+	if code != 1 || strings.Contains(out, "timed out") ||
+		!regexp.MustCompile(`(?m)^1700000000\.100000000\s+1\s.*REFUSED: refused by the action limits: bounds`).MatchString(out) ||
+		!strings.Contains(out, "2 refused by the action limits (bounds 2)") ||
+		!strings.Contains(stderr, "FAIL: 2 of 2 recorded chunks: chunk kv_seq 0 stamp 1700000000.000000000 (refused by the action limits: bounds)") {
+		t.Errorf("replay with refusing limits: exit %d, want 1 naming each refused chunk\n%s\n%s", code, out, stderr)
 	}
 }
