@@ -336,6 +336,7 @@ func TestPairSkewDiagnostics(t *testing.T) {
 	d := tinyDims()
 	clock := newFakeClock()
 	p := testParams()
+	p.StaleAfter = 0 // the last pair is 2.1 s old at the end: WARN, not STALE, is checked
 	h := newHarness(t, p, newTestBackend(d), withClock(clock))
 	h.waitState(StateActive)
 	base := clock.Now()
@@ -374,3 +375,4 @@ func TestPairSkewDiagnostics(t *testing.T) {
 		t.Errorf("after the late cache: level %d, %v", st.Level, st.Values)
 	}
 }
+
