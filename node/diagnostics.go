@@ -25,8 +25,12 @@ func (n *Node) diagLoop(ctx context.Context, tick <-chan time.Time) {
 			return
 		case <-tick:
 		}
-		now := n.now()
+		// The clock is read under mu: the receive path reads it before
+		// taking mu, on the goroutine that also sets a simulated clock,
+		// so no reading taken here can be older than one it has used.
 		n.mu.Lock()
+		now := n.now()
+		n.observeClock(now)
 		n.pairer.expire(now, n.dropped)
 		n.mu.Unlock()
 		n.publishDiagnostics(now)

@@ -519,6 +519,7 @@ func (n *Node) onKV(data []byte) {
 func (n *Node) acceptKV(in *kvInput, topic string, now, mono time.Time) {
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
+	n.observeClock(now)
 	if rej := n.checkStamp(topic, &n.kvStamp, &n.jumps.kvSeq, in.stamp, in.msg.Seq, now); rej != nil {
 		n.mu.Unlock()
 		n.recycle.freeKV(in)
@@ -551,6 +552,7 @@ func (n *Node) onContext(data []byte) {
 	}
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
+	n.observeClock(now)
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.checkStamp(topic, &n.ctxStamp, &n.jumps.ctxSeq, in.stamp, in.msg.Seq, now); rej != nil {
 			n.mu.Unlock()
@@ -566,10 +568,11 @@ func (n *Node) onContext(data []byte) {
 }
 
 // paired notes a pair p (when not nil) completed at now (node's clock)
-// and mono: the restart of the count of diagnostics.stale_after. n.mu is
-// held.
+// and mono: its timeline (the time jumps so far) and the restart of the
+// count of diagnostics.stale_after. n.mu is held.
 func (n *Node) paired(p *pair, now, mono time.Time) {
 	if p != nil {
+		p.timeline = n.jumps.count.Load()
 		n.stale.mark(now, mono, "since the last one")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 )
@@ -376,3 +377,114 @@ func TestPairSkewDiagnostics(t *testing.T) {
 	}
 }
 
+// TestClockJumpResetsOrdering replays issue 24's `ros2 bag play --clock`
+// under load: the first pairs of a new play never reach the node, and the
+// first that do come from a later part of the sequence, less than the
+// jump threshold (here sync.timeout 5 s) before the last accepted stamp,
+// with seqs past the first. Only /clock shows the new timeline. The jump
+// of the node's clock resets the ordering state by itself: those inputs
+// are accepted and paired, the old timeline's waiting input is dropped
+// (time_jump) and the first chunk is not tied to the old timeline's last
+// (rtc.resets.time_jump). Before: every input was rejected as out of
+// order or duplicate, 0 chunks.
+func TestClockJumpResetsOrdering(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	p.Sync.Timeout = 5 * time.Second
+	p.RTC.Mode = expert.RTCReplace
+	p.StaleAfter = 0
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	at := func(k int) time.Time { return base.Add(time.Duration(k) * 500 * time.Millisecond) }
+	for k := range 10 {
+		clock.Set(at(k).Add(20 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), at(k)))
+		h.waitChunk()
+	}
+	// A cache of the old timeline waits for its context when the play
+	// ends.
+	clock.Set(at(10).Add(20 * time.Millisecond))
+	h.sendKV(makeInputs(d, 10, at(10)).kv)
+
+	// The bag is played again: /clock jumps back to its start; its
+	// first five pairs are lost.
+	clock.Set(at(0))
+	for k := 5; k < 10; k++ {
+		clock.Set(at(k).Add(20 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), at(k)))
+		if s := h.node.Stats(); s.TotalRejected() != 0 { // the receive path runs in send
+			t.Fatalf("pair %d of the new play rejected: %v; log:\n%s", k, s.Rejected, h.log)
+		}
+		m := h.waitChunk()
+		if m.KVSeq != uint64(k) || m.Header.Stamp != toMsgTime(at(k)) {
+			t.Fatalf("chunk kv_seq %d, want %d", m.KVSeq, k)
+		}
+		if k == 5 && m.RTCMode != "off" {
+			t.Errorf("first chunk after the jump tied to the old timeline (rtc_mode %s, prev seq %d)", m.RTCMode, m.RTCPrevSeq)
+		}
+	}
+	s := h.node.Stats()
+	if s.TotalRejected() != 0 || s.Out != 15 || h.node.TimeJumps() != 1 || s.Dropped[DropTimeJump] != 1 {
+		t.Errorf("rejected %v, %d chunks, %d time jumps, dropped %v; want none, 15, 1, one time_jump", s.Rejected, s.Out, h.node.TimeJumps(), s.Dropped)
+	}
+	if s.RTCResets[RTCResetTimeJump] != 1 {
+		t.Errorf("rtc resets %v, want one time_jump", s.RTCResets)
+	}
+	if n := h.log.count("WARN", "time jump backwards of the node's clock (/clock)"); n != 1 {
+		t.Errorf("%d clock jump warnings, want 1:\n%s", n, h.log)
+	}
+}
+
+// TestClockJumpSeenByDiagnostics: with no input after it, a jump of the
+// node's clock is seen at the next diagnostics tick, and the old
+// timeline's waiting input is dropped at once.
+func TestClockJumpSeenByDiagnostics(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	h.send(makeInputs(d, 0, base))
+	h.waitChunk()
+	clock.Set(base.Add(500 * time.Millisecond))
+	h.sendKV(makeInputs(d, 1, base.Add(500*time.Millisecond)).kv) // waits for its context
+	clock.Set(base.Add(-time.Minute))
+	st := h.diag()
+	if diagValue(t, st, "time_jumps") != "1" || diagValue(t, st, "dropped.time_jump") != "1" || diagValue(t, st, "waiting_for_partner") != "0" {
+		t.Fatalf("after the clock's jump: %v", st.Values)
+	}
+}
+
+// TestClockFollowsStampJump: when the new timeline's first input comes
+// before the /clock message that jumps back (Cyclone DDS, issue 16), the
+// stamps show the jump first and the clock's jump that follows is the
+// same one (time_jumps 1); that input, which arrived at a reading the
+// clock has now gone back from, still times out after sync.timeout on the
+// new clock (before, not until the clock had come back to its arrival).
+func TestClockFollowsStampJump(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	h.send(makeInputs(d, 5, base))
+	h.waitChunk()
+	// The new play's first context, a minute back, before its /clock.
+	clock.Set(base.Add(time.Minute))
+	h.sendCtx(makeInputs(d, 0, base.Add(-time.Minute)).ctx)
+	clock.Set(base.Add(-time.Minute + 20*time.Millisecond))
+	if st := h.diag(); diagValue(t, st, "time_jumps") != "1" || diagValue(t, st, "waiting_for_partner") != "1" {
+		t.Fatalf("the clock follows the stamps' jump: %v", st.Values)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	if st := h.diag(); diagValue(t, st, "dropped.pair_timeout") != "1" || diagValue(t, st, "waiting_for_partner") != "0" {
+		t.Fatalf("1.5 s on the new clock: %v", st.Values)
+	}
+}
