@@ -260,6 +260,15 @@ func (s *stats) rtcReset(r RTCReset) {
 // noise in n.x: nil for an untied chunk. The error of a plan that does not
 // fit is not an input's: the chunk fails.
 func (n *Node) rtcGuide(p *pair) (*expert.Guide, error) {
+	if p.timeline != n.rtc.timeline {
+		// A time jump since the last pair: the previous chunk is another
+		// timeline's, for the ties and for the step check across the seam.
+		n.rtc.timeline = p.timeline
+		n.rtcDrop(RTCResetTimeJump)
+		if n.post != nil {
+			n.post.Reset()
+		}
+	}
 	if n.rtcPlan != nil {
 		if pl, ok := n.rtcPlan(p.kv.msg.Seq, p.kv.stamp); ok {
 			n.rtc.plan = pl
@@ -275,10 +284,6 @@ func (n *Node) rtcGuide(p *pair) (*expert.Guide, error) {
 			}
 			return g, nil
 		}
-	}
-	if p.timeline != n.rtc.timeline {
-		n.rtc.timeline = p.timeline
-		n.rtcDrop(RTCResetTimeJump)
 	}
 	if why, reset := n.rtc.choose(p.kv.stamp, n.stats); reset {
 		n.stats.rtcReset(why)

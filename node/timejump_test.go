@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
@@ -486,5 +488,53 @@ func TestClockFollowsStampJump(t *testing.T) {
 	clock.Advance(1500 * time.Millisecond)
 	if st := h.diag(); diagValue(t, st, "dropped.pair_timeout") != "1" || diagValue(t, st, "waiting_for_partner") != "0" {
 		t.Fatalf("1.5 s on the new clock: %v", st.Values)
+	}
+}
+
+// TestClockJumpResetsSeamStepCheck: the step check of
+// actions.limits.max_step across the seam does not compare a chunk of the
+// new timeline with the old one's. After /clock jumps back, an
+// observation stamped one period after the old timeline's last, with the
+// same seq (the same noise) and a context scaled up, gives the old chunk's
+// rows moved by one constant: its steps within are the old chunk's, below
+// max_step, and its row 0 steps from the old chunk's row 0 by more. It is
+// published, where before it was refused as a step.
+func TestClockJumpResetsSeamStepCheck(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	p.StaleAfter = 0
+	base := clock.Now()
+	in := makeInputs(d, 1, base)
+	rows := expectedActions(t, d, in, p.Steps, float32(p.Shift), in.kv.Seq)
+	limit := 0.0
+	for i := d.ActionDim; i < len(rows); i++ {
+		limit = max(limit, math.Abs(float64(rows[i])-float64(rows[i-d.ActionDim]))*1.01)
+	}
+	again := makeInputs(d, 1, base.Add(p.ControlPeriod))
+	ctx := pattern(d.ContextLen(), 4, 0.03) // makeInputs' context of seq 1
+	for i := range ctx {
+		ctx[i] *= 1000
+	}
+	again.ctx.Context = msgs.NewTensorF32(again.ctx.Context.Shape, ctx)
+	rowsAgain := expectedActions(t, d, again, p.Steps, float32(p.Shift), again.kv.Seq)
+	if c := math.Abs(float64(rowsAgain[0]) - float64(rows[0])); c <= limit {
+		t.Fatalf("the seam step %v is not above max_step %v: the test proves nothing", c, limit)
+	}
+	p.Actions.Post.Limits = actions.Limits{MaxStep: []float64{limit}, Mode: actions.LimitRefuse}
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	clock.Set(base.Add(20 * time.Millisecond))
+	h.send(in)
+	h.waitChunk()
+	clock.Set(base.Add(-time.Minute)) // /clock jumps back
+	h.send(again)
+	waitFor(t, "the second chunk published or refused", func() bool { s := h.node.Stats(); return s.Out+s.TotalRefused() == 2 })
+	if s := h.node.Stats(); s.TotalRefused() != 0 || h.node.TimeJumps() != 1 {
+		t.Fatalf("refused %v, %d jumps; want none, 1; log:\n%s", s.Refused, h.node.TimeJumps(), h.log)
+	}
+	if m := h.waitChunk(); m.Header.Stamp != again.kv.Header.Stamp {
+		t.Fatalf("chunk stamp %+v, want the new timeline's", m.Header.Stamp)
 	}
 }
