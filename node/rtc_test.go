@@ -524,3 +524,37 @@ func TestRTCShiftCountsFromGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestRTCResetsOnControlPeriodChange: a chunk made after control_period
+// changed (live) is not tied to one made before: the previous chunk's rows
+// are for instants of the old period, so neither its shift nor its rows
+// fit. With the period unchanged the same stamps tie (the control).
+func TestRTCResetsOnControlPeriodChange(t *testing.T) {
+	d := tinyDims()
+	for _, change := range []bool{false, true} {
+		p := testParams()
+		p.RTC.Mode = expert.RTCReplace
+		h := newHarness(t, p, newTestBackend(d))
+		h.waitState(StateActive)
+		stamp := time.Unix(1_700_000_000, 0)
+		h.send(makeInputs(d, 1, stamp))
+		first := h.waitChunk()
+		q := p
+		if change {
+			q.ControlPeriod = 2 * p.ControlPeriod
+		}
+		q.Steps = p.Steps + 1 // a live change either way
+		if err := h.node.UpdateLive(q); err != nil {
+			t.Fatal(err)
+		}
+		h.send(makeInputs(d, 2, stamp.Add(2*p.ControlPeriod)))
+		m := h.waitChunk()
+		switch {
+		case change && m.RTCMode != "off":
+			t.Errorf("control_period changed: chunk tied (rtc_mode %s, prev seq %d, shift %d); want untied", m.RTCMode, m.RTCPrevSeq, m.RTCShift)
+		case !change && (m.RTCMode != "replace" || m.RTCPrevSeq != first.Seq || m.RTCShift != 2):
+			t.Errorf("control_period unchanged: rtc_mode %s prev %d shift %d; want replace %d 2", m.RTCMode, m.RTCPrevSeq, m.RTCShift, first.Seq)
+		}
+		h.stop()
+	}
+}
