@@ -389,6 +389,7 @@ func TestRTCPlanHook(t *testing.T) {
 	}{
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev[:10], Horizon: 6}, "has 10 action values, want 224"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 0}, "rtc horizon 0: want 1 to 32"},
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 33}, "rtc horizon 33: want 1 to 32"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Delay: 7}, "rtc delay 7: want 0 to the horizon 6"},
 		{RTCPlan{Mode: 9, Prev: prev, Horizon: 6}, "rtc mode RTCMode(9)"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Schedule: 9}, "mask schedule"},
@@ -556,5 +557,35 @@ func TestRTCResetsOnControlPeriodChange(t *testing.T) {
 			t.Errorf("control_period unchanged: rtc_mode %s prev %d shift %d; want replace %d 2", m.RTCMode, m.RTCPrevSeq, m.RTCShift, first.Seq)
 		}
 		h.stop()
+	}
+}
+
+// TestRTCAutoDelayClampedToHorizon: with rtc.inference_delay auto, d is
+// ceil(p95 of the input age / dt) up to rtc.execution_horizon: inputs
+// 300 ms old (6 periods) with a horizon of 4 give d 4, the delayed rows
+// within the horizon. (The node clamps twice, in ceilPeriods's limit and
+// after it; this fails when both are gone.)
+func TestRTCAutoDelayClampedToHorizon(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.RTC.Mode = expert.RTCGuided
+	p.RTC.ExecutionHorizon = 4
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	t0 := clock.Now()
+	var m msgs.ActionChunk
+	for k := range 2 {
+		stamp := t0.Add(time.Duration(k) * 2 * p.ControlPeriod)
+		clock.Set(stamp.Add(300 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), stamp))
+		waitFor(t, "the chunk published or failed", func() bool { s := h.node.Stats(); return s.Out+s.Failed == uint64(k+1) })
+		if s := h.node.Stats(); s.Failed != 0 {
+			t.Fatalf("chunk %d failed; log:\n%s", k, h.log)
+		}
+		m = h.waitChunk()
+	}
+	if m.RTCMode != "guided" || m.RTCDelay != 4 || m.RTCHorizon != 4 || m.InferenceDelay != 6 {
+		t.Errorf("rtc_mode %q rtc_delay %d rtc_horizon %d inference_delay %d, want guided, 4, 4, 6", m.RTCMode, m.RTCDelay, m.RTCHorizon, m.InferenceDelay)
 	}
 }
