@@ -122,6 +122,8 @@ func TestTimeJumpRule(t *testing.T) {
 		{"small reordering", 0, 11, 150, false, RejectOutOfOrder, 0},
 		{"seq past the first, 0.9 s back", 0, 13, -700, false, RejectOutOfOrder, 0},
 		{"more than 1 s back", 0, 13, -900, true, "", 0},
+		{"exactly 1 s back: not more than the threshold", 0, 13, -800, false, RejectOutOfOrder, 0},
+		{"exactly a 3 s sync.timeout back", 3 * time.Second, 13, -2800, false, RejectOutOfOrder, 0},
 		{"seq restarts at the first", 0, 10, 100, true, "", 0},
 		{"seq restarts below the first", 0, 0, 150, true, "", 0},
 		{"equal stamp, restarted seq: a duplicate", 0, 10, 200, false, RejectDuplicate, 0},
