@@ -134,6 +134,85 @@ func TestZeroRangeDimension(t *testing.T) {
 	}
 }
 
+// TestRangeTolBoundary: as upstream (`range < RANGE_TOL`), a range of
+// exactly RangeTol is scaled like any other; only a smaller one is taken
+// as 2 (scale 1). Dimension 0's range is 0.0001 (RangeTol), dimension 1's
+// 0.00009.
+func TestRangeTolBoundary(t *testing.T) {
+	path := writeStats(t, `{"action": {"default": {"global_min": [0, 0.5], "global_max": [0.0001, 0.50009]}}}`)
+	n, err := LoadNormalizer(path, StatsSpec{Key: "default", Mode: Mode{Kind: KindMinMax}}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := 0.0, 0.0001
+	if hi-lo != RangeTol {
+		t.Fatalf("range %v is not RangeTol %v: the test proves nothing", hi-lo, RangeTol)
+	}
+	if want := 2 / (hi - lo); n.Scale[0] != want || n.Offset[0] != -1 {
+		t.Errorf("range of exactly RangeTol: scale %v offset %v, want %v, -1 (scaled)", n.Scale[0], n.Offset[0], want)
+	}
+	if n.Scale[1] != 1 || n.Offset[1] != -0.5 {
+		t.Errorf("range below RangeTol: scale %v offset %v, want 1, -0.5 (offset only)", n.Scale[1], n.Offset[1])
+	}
+}
+
+// TestSeamPriorRow: across the seam, row 0 of a chunk stamped s periods
+// after the previous one is step-checked against exactly the previous
+// chunk's row s-1, the action for the instant before it, also with the
+// stamp off the grid by less than half a period. The previous chunk's
+// dimension 0 rises and its dimension 1 falls, so that its rows s-2 and s
+// (in one dimension or the other) are more than max_step from the new row
+// 0, and row s-1 is not.
+func TestSeamPriorRow(t *testing.T) {
+	const T, D = 4, 2
+	dt := 50 * time.Millisecond
+	t0 := time.Unix(10, 0)
+	rise := []float32{-0.4, 0.05, 0.5, 0.5}
+	prev := chunk(T, D, func(r, j int) float32 {
+		if j == 0 {
+			return rise[r]
+		}
+		return -rise[r]
+	})
+	next := chunk(T, D, func(r, j int) float32 { return -0.2 }) // 0.25 from row 1; 0.7 from row 2 (dim 0), row 0 (dim 1)
+	for _, off := range []time.Duration{0, -2 * dt / 5, 2 * dt / 5} {
+		p, err := New(Config{Limits: Limits{MaxStep: []float64{0.5}, Mode: LimitRefuse}}, T, D)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Apply(make([]float32, T*D), prev, t0, dt); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Apply(make([]float32, T*D), next, t0.Add(2*dt+off), dt); err != nil {
+			t.Errorf("stamp 2 periods %+v after: %v; want it checked against row 1 only", off, err)
+		}
+	}
+}
+
+// TestSeamPriorNeedsSameDt: a chunk made with another control period
+// (control_period changed live) has no prior in the previous chunk: its
+// rows are for other instants, and its row 0 is not step-checked against
+// them.
+func TestSeamPriorNeedsSameDt(t *testing.T) {
+	const T, D = 4, 2
+	t0 := time.Unix(10, 0)
+	p, err := New(Config{Limits: Limits{MaxStep: []float64{0.5}, Mode: LimitRefuse}}, T, D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Apply(make([]float32, T*D), chunk(T, D, func(int, int) float32 { return 0.1 }), t0, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	jump := chunk(T, D, func(int, int) float32 { return 0.9 })
+	if _, err := p.Apply(make([]float32, T*D), jump, t0.Add(200*time.Millisecond), 100*time.Millisecond); err != nil {
+		t.Errorf("dt 100 ms after a chunk of dt 50 ms: %v; want no seam check", err)
+	}
+	// With the same dt it is checked (the test's control).
+	if _, err := p.Apply(make([]float32, T*D), chunk(T, D, func(int, int) float32 { return 0.1 }), t0.Add(400*time.Millisecond), 100*time.Millisecond); err == nil {
+		t.Error("a seam step of 0.8 at the same dt accepted")
+	}
+}
+
 func writeStats(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "dataset_stats.json")

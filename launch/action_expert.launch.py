@@ -76,6 +76,8 @@ PARAMETERS = [
     ('sync.buffer', 'messages held per input while waiting for a partner'),
     ('sync.timeout', 'seconds an input waits for its partner'),
     ('max_input_age', 'seconds; older inputs are rejected (0 = no limit)'),
+    ('diagnostics.stale_after', 'seconds without an input pair, while active, after which '
+     '/diagnostics reports STALE (0 = never)'),
     ('kv_transport', 'how the keys and values arrive: dds (VideoKVCache on topics.kv_cache) or '
      'shm (KVHandoff on shm.topic, tensors in shared memory)'),
     ('shm.topic', 'input KVHandoff topic (kv_transport shm)'),

@@ -25,8 +25,12 @@ func (n *Node) diagLoop(ctx context.Context, tick <-chan time.Time) {
 			return
 		case <-tick:
 		}
-		now := n.now()
+		// The clock is read under mu: the receive path reads it before
+		// taking mu, on the goroutine that also sets a simulated clock,
+		// so no reading taken here can be older than one it has used.
 		n.mu.Lock()
+		now := n.now()
+		n.observeClock(now)
 		n.pairer.expire(now, n.dropped)
 		n.mu.Unlock()
 		n.publishDiagnostics(now)
@@ -47,8 +51,10 @@ func (n *Node) publishDiagnostics(now time.Time) {
 
 // diagnostics builds the node's DiagnosticArray as published at time now:
 // one status whose level is ERROR when the self-test failed or the last
-// chunk failed in the backend, WARN when inputs were rejected or lost
-// since the previous report, OK otherwise (STALE once stopped), and whose
+// chunk failed in the backend, STALE once stopped or when no input pair
+// has arrived for diagnostics.stale_after while active (stale.go), WARN
+// when inputs were rejected or lost since the previous report, OK
+// otherwise, and whose
 // values hold the counters, the latency percentiles, the input age, the
 // backend state and the self-test result.
 func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
@@ -61,6 +67,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	n.stateMu.Unlock()
 	n.mu.Lock()
 	skew, skewQ, waiting, timeout := n.pairer.skew, n.pairer.skew.win.quantiles(), n.pairer.waiting(), n.pairer.timeout
+	stale := n.stale.check(now, n.mono(), p.StaleAfter)
 	n.mu.Unlock()
 
 	level, message := msgs.LevelOK, ""
@@ -77,8 +84,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		level, message = msgs.LevelError, "backend "+backend
 	case state != StateActive:
 		message = string(state)
-	case newRejects > 0 || newLost > 0 || newStale > 0 || newRefused > 0 || s.Failed > prev.Failed:
-		level = msgs.LevelWarn
+	default:
 		var parts []string
 		if newRejects > 0 {
 			parts = append(parts, fmt.Sprintf("%d inputs rejected", newRejects))
@@ -98,11 +104,20 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 		if newRefused > 0 {
 			parts = append(parts, fmt.Sprintf("%d chunks refused by the action limits", newRefused))
 		}
-		message = strings.Join(parts, ", ") + " since the last report"
-	case s.Out == 0:
-		message = "active, waiting for inputs"
-	default:
-		message = fmt.Sprintf("active, %d chunks published", s.Out)
+		warn := strings.Join(parts, ", ") + " since the last report"
+		switch {
+		case stale.stale:
+			level, message = msgs.LevelStale, stale.message(p.StaleAfter)
+			if len(parts) > 0 {
+				message += "; " + warn
+			}
+		case len(parts) > 0:
+			level, message = msgs.LevelWarn, warn
+		case s.Out == 0:
+			message = "active, waiting for inputs"
+		default:
+			message = fmt.Sprintf("active, %d chunks published", s.Out)
+		}
 	}
 
 	kv := []msgs.KeyValue{
@@ -144,7 +159,14 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 	kv = appendQuantiles(kv, "input_held_ms", s.InputHeld)
 	kv = appendRTC(kv, p, s)
 	kv = appendActions(kv, p, s)
-	kv = append(kv, msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(waiting)})
+	since := "n/a"
+	if state == StateActive {
+		since = msf(stale.elapsed)
+	}
+	kv = append(kv,
+		msgs.KeyValue{Key: "waiting_for_partner", Value: strconv.Itoa(waiting)},
+		msgs.KeyValue{Key: "no_input_pair_ms", Value: since},
+		msgs.KeyValue{Key: "stale_after", Value: strconv.FormatFloat(p.StaleAfter.Seconds(), 'g', -1, 64)})
 	kv = appendQuantiles(kv, "pair_skew_ms", skewQ)
 	hint := "none"
 	if skew.late > 0 {

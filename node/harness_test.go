@@ -40,6 +40,7 @@ type harness struct {
 type harnessOpt func(*Config)
 
 func withClock(c *fakeClock) harnessOpt    { return func(cfg *Config) { cfg.Now = c.Now } }
+func withMono(c *fakeClock) harnessOpt     { return func(cfg *Config) { cfg.Mono = c.Now } }
 func withGolden(g *golden.Case) harnessOpt { return func(cfg *Config) { cfg.Golden = g } }
 
 // newHarness creates the node and starts Run.

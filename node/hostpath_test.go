@@ -73,6 +73,34 @@ type hostPath struct {
 	cancel context.CancelFunc
 	done   chan error
 	kvB    int // payload bytes of the keys and values, as float32
+	// A chunk that is not published ends the test at once: failed gets
+	// the node's first error or warning line (a failed, non-finite or
+	// refused chunk logs one), timer bounds the wait otherwise. Both are
+	// made once: the wait allocates nothing per chunk.
+	failed chan string
+	timer  *time.Timer
+	tb     testing.TB
+}
+
+// hostPathWait bounds the wait for one chunk of the host path.
+const hostPathWait = 10 * time.Second
+
+// failLog passes the node's error and warning lines to a channel.
+type failLog struct{ c chan string }
+
+func (failLog) Debugf(string, ...any) {}
+func (failLog) Infof(string, ...any)  {}
+func (l failLog) Warnf(format string, args ...any) {
+	l.send("WARN: " + fmt.Sprintf(format, args...))
+}
+func (l failLog) Errorf(format string, args ...any) {
+	l.send("ERROR: " + fmt.Sprintf(format, args...))
+}
+func (l failLog) send(line string) {
+	select {
+	case l.c <- line:
+	default: // the first line is enough
+	}
 }
 
 // newHostPath builds the graph for d (inputs of type graphType), the
@@ -100,12 +128,14 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opt
 		o(&p)
 	}
 	tr := &hostPathTransport{chunks: make(chan int, 1)}
-	n, err := New(Config{Params: p, Tick: make(chan time.Time)}, b, tr)
+	failed := make(chan string, 1)
+	n, err := New(Config{Params: p, Tick: make(chan time.Time), Logger: failLog{failed}}, b, tr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	h := &hostPath{node: n, tr: tr, stamp: time.Unix(1_700_000_000, 0), done: make(chan error, 1),
-		kvB: 2 * 4 * d.KVLen()}
+		kvB: 2 * 4 * d.KVLen(), failed: failed, timer: time.NewTimer(hostPathWait), tb: tb}
+	h.timer.Stop()
 	in := makeInputs(d, 1, h.stamp)
 	if wire == msgs.DTypeFloat16 {
 		in.kv.Keys, in.kv.Values, in.ctx.Context = toF16(tb, in.kv.Keys), toF16(tb, in.kv.Values), toF16(tb, in.ctx.Context)
@@ -115,8 +145,10 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opt
 	h.cancel = cancel
 	go func() { h.done <- n.Run(ctx) }()
 	tb.Cleanup(h.stop)
-	for n.State() != StateActive {
-		time.Sleep(time.Millisecond)
+	for start := time.Now(); n.State() != StateActive; time.Sleep(time.Millisecond) {
+		if time.Since(start) > hostPathWait {
+			tb.Fatalf("host path: node %s, not active, after %v", n.State(), hostPathWait)
+		}
 	}
 	return h
 }
@@ -124,7 +156,11 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opt
 func (h *hostPath) stop() {
 	if h.cancel != nil {
 		h.cancel()
-		<-h.done
+		select {
+		case <-h.done:
+		case <-time.After(hostPathWait):
+			h.tb.Fatalf("host path: Run did not return within %v of cancellation", hostPathWait)
+		}
 		h.cancel = nil
 	}
 }
@@ -162,9 +198,19 @@ func (h *hostPath) chunk(tb testing.TB) {
 	binary.LittleEndian.PutUint64(h.kv[kvSeqOffset(h.kv):], h.seq)
 	h.tr.onKV(h.kv)
 	h.tr.onCtx(h.ctx)
-	// No timeout here (a timer would allocate per chunk): the test
-	// binary's -timeout catches a node that publishes nothing.
-	<-h.tr.chunks
+	// Bounded without allocating per chunk (the timer is the hostPath's):
+	// a chunk that is not published fails the test at once, not at the
+	// test binary's -timeout (removing the RTC horizon clamps made the
+	// guided chunks non-finite and the tests hang there, issue 24).
+	h.timer.Reset(hostPathWait)
+	select {
+	case <-h.tr.chunks:
+	case line := <-h.failed:
+		tb.Fatalf("host path: chunk %d not published: %s", h.seq, line)
+	case <-h.timer.C:
+		tb.Fatalf("host path: chunk %d not published within %v", h.seq, hostPathWait)
+	}
+	h.timer.Stop()
 }
 
 // kvSeqOffset is the offset of VideoKVCache.seq: after the header's stamp

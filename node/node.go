@@ -134,6 +134,7 @@ type Node struct {
 	kvStamp    stampCheck
 	ctxStamp   stampCheck
 	jumps      timeJumps // time jumps backwards (timejump.go)
+	stale      staleWatch
 	slot       *slot
 	stats      *stats
 	recycle    *recycler // the receive path's inputs and pairs, reused
@@ -318,15 +319,28 @@ func (n *Node) Started() <-chan struct{} { return n.started }
 // state (before the self-test has passed, after it failed, once stopped).
 func (n *Node) Activate() error {
 	n.stateMu.Lock()
-	defer n.stateMu.Unlock()
-	switch n.state {
+	st := n.state
+	if st == StateInactive {
+		n.state = StateActive
+	}
+	n.stateMu.Unlock()
+	switch st {
 	case StateActive:
 		return nil
 	case StateInactive:
-		n.state = StateActive
+		n.activated()
 		return nil
 	}
-	return fmt.Errorf("node: cannot activate a node that is %s (want %s)", n.state, StateInactive)
+	return fmt.Errorf("node: cannot activate a node that is %s (want %s)", st, StateInactive)
+}
+
+// activated starts counting the time without inputs (diagnostics.stale_after)
+// from now. stateMu must not be held (Node.mu is taken after it elsewhere).
+func (n *Node) activated() {
+	n.mu.Lock()
+	n.stale.active = true
+	n.stale.mark(n.now(), n.mono(), "none since the node became active")
+	n.mu.Unlock()
 }
 
 // Deactivate stops an active node taking inputs without releasing its
@@ -348,6 +362,9 @@ func (n *Node) Deactivate() error {
 		n.stateMu.Unlock()
 		return fmt.Errorf("node: cannot deactivate a node that is %s (want %s)", st, StateActive)
 	}
+	n.mu.Lock()
+	n.stale.active = false
+	n.mu.Unlock()
 	if p := n.slot.Clear(); p != nil {
 		n.recycle.freePair(p)
 		n.dropped(n.p.KVInputTopic(), DropInactive)
@@ -439,6 +456,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Infof("inactive (configured): %s + %s -> %s once activated", n.p.KVInputTopic(), n.p.Topics.Context, n.p.Topics.Actions)
 	} else {
 		n.setState(StateActive)
+		n.activated()
 		n.log.Infof("active: %s + %s -> %s", n.p.KVInputTopic(), n.p.Topics.Context, n.p.Topics.Actions)
 	}
 	endStart()
@@ -504,6 +522,7 @@ func (n *Node) onKV(data []byte) {
 func (n *Node) acceptKV(in *kvInput, topic string, now, mono time.Time) {
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
+	n.observeClock(now)
 	if rej := n.checkStamp(topic, &n.kvStamp, &n.jumps.kvSeq, in.stamp, in.msg.Seq, now); rej != nil {
 		n.mu.Unlock()
 		n.recycle.freeKV(in)
@@ -511,6 +530,7 @@ func (n *Node) acceptKV(in *kvInput, topic string, now, mono time.Time) {
 		return
 	}
 	p := n.pairer.addKV(in, now, n.dropped)
+	n.paired(p, now, mono)
 	n.mu.Unlock()
 	n.offer(p)
 }
@@ -535,6 +555,7 @@ func (n *Node) onContext(data []byte) {
 	}
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
+	n.observeClock(now)
 	if n.p.Sync.Policy == SyncExact {
 		if rej := n.checkStamp(topic, &n.ctxStamp, &n.jumps.ctxSeq, in.stamp, in.msg.Seq, now); rej != nil {
 			n.mu.Unlock()
@@ -544,8 +565,19 @@ func (n *Node) onContext(data []byte) {
 		}
 	}
 	p := n.pairer.addContext(in, now, n.dropped)
+	n.paired(p, now, mono)
 	n.mu.Unlock()
 	n.offer(p)
+}
+
+// paired notes a pair p (when not nil) completed at now (node's clock)
+// and mono: its timeline (the time jumps so far) and the restart of the
+// count of diagnostics.stale_after. n.mu is held.
+func (n *Node) paired(p *pair, now, mono time.Time) {
+	if p != nil {
+		p.timeline = n.jumps.count.Load()
+		n.stale.mark(now, mono, "since the last one")
+	}
 }
 
 // offer hands a completed pair to the worker.

@@ -869,3 +869,65 @@ func TestInputAgeWhenPairedAndHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxInputAgeBoundary: max_input_age is exact, on receipt and at
+// publication: an input exactly max_input_age old is taken and its chunk
+// not flagged stale_input; 500 µs older is rejected as stale on receipt,
+// and a chunk published 500 µs past it is flagged. Also after a live
+// change of the value.
+func TestMaxInputAgeBoundary(t *testing.T) {
+	d := tinyDims()
+	for _, live := range []bool{false, true} {
+		clock := newFakeClock()
+		b := newTestBackend(d)
+		var during time.Duration // the clock's advance during a chunk's steps
+		b.onStep = func() { clock.Advance(during) }
+		p := testParams()
+		p.Steps = 1
+		maxAge := 700 * time.Millisecond
+		p.MaxInputAge = maxAge
+		if live {
+			p.MaxInputAge = time.Hour
+		}
+		h := newHarness(t, p, b, withClock(clock))
+		h.waitState(StateActive)
+		if live {
+			q := p
+			q.MaxInputAge = maxAge
+			if err := h.node.UpdateLive(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const slack = 500 * time.Microsecond
+		stamp := clock.Now()
+		seq := uint64(0)
+		send := func(age time.Duration) {
+			stamp = stamp.Add(time.Second)
+			clock.Set(stamp.Add(age))
+			seq++
+			h.send(makeInputs(d, seq, stamp))
+		}
+		send(maxAge)
+		if s := h.node.Stats(); s.TotalRejected() != 0 { // the receive path runs in send
+			t.Fatalf("live %v: input exactly max_input_age old rejected: %v", live, s.Rejected)
+		}
+		if m := h.waitChunk(); m.StaleInput {
+			t.Errorf("live %v: input exactly max_input_age old: chunk flagged stale_input", live)
+		}
+		send(maxAge + slack)
+		if s := h.node.Stats(); s.Rejected[RejectStale] != 2 { // the cache and the context
+			t.Errorf("live %v: input max_input_age + 500µs old: rejected %v, want both stale", live, s.Rejected)
+		}
+		during = slack
+		send(maxAge - slack)
+		if m := h.waitChunk(); m.StaleInput {
+			t.Errorf("live %v: chunk published exactly max_input_age after its stamp flagged stale_input", live)
+		}
+		during = 2 * slack
+		send(maxAge - slack)
+		if m := h.waitChunk(); !m.StaleInput {
+			t.Errorf("live %v: chunk published max_input_age + 500µs after its stamp not flagged stale_input", live)
+		}
+		h.stop()
+	}
+}

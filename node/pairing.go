@@ -9,6 +9,9 @@ import (
 type pair struct {
 	kv  *kvInput
 	ctx *ctxInput
+	// timeline is the number of time jumps backwards before the pair was
+	// made: the worker does not tie it to a chunk of an earlier one.
+	timeline uint64
 }
 
 // firstRecv is when the pair's observation started to arrive, on the
@@ -296,6 +299,30 @@ func (p *pairer) dropAfter(stamp time.Time, drop dropFunc) {
 		p.rc.freeCtx(c)
 		return true
 	})
+}
+
+// rebase restarts, at the node's clock's jump back to now, the wait of
+// the messages held that arrived after now (the clock's future: they
+// would not time out until the clock had come back there), and forgets
+// the timed-out stamps (their arrival times are the old timeline's).
+func (p *pairer) rebase(now time.Time) {
+	for _, k := range p.kvs {
+		k.recv = earlier(k.recv, now)
+	}
+	for _, c := range p.ctxs {
+		c.recv = earlier(c.recv, now)
+	}
+	if p.pendingKV != nil {
+		p.pendingKV.recv = earlier(p.pendingKV.recv, now)
+	}
+	p.skew.expKV, p.skew.expCtx = [expiredRing]expiredInput{}, [expiredRing]expiredInput{}
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // waiting is the number of messages held.

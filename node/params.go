@@ -70,6 +70,11 @@ type Params struct {
 	// publish time. Zero disables both.
 	MaxInputAge time.Duration
 
+	// StaleAfter is how long the node may go without an input pair while
+	// active before its diagnostics report STALE (diagnostics.stale_after;
+	// zero never does; see docs/node.md).
+	StaleAfter time.Duration
+
 	// KV hand-off (issue 19, docs/shm.md): how the keys and values arrive.
 	KVTransport string // KVTransportDDS or KVTransportSHM
 	SHM         SHMParams
@@ -317,6 +322,7 @@ func DefaultParams() Params {
 		},
 		Sync:          SyncParams{Policy: SyncExact, Buffer: 4, Timeout: time.Second},
 		MaxInputAge:   time.Second,
+		StaleAfter:    DefaultStaleAfter,
 		ShutdownGrace: shutdown.DefaultGrace,
 		KVTransport:   KVTransportDDS,
 		SHM:           SHMParams{Topic: "video_kv_handoff", Dir: "/dev/shm"},
@@ -554,6 +560,7 @@ func paramDefs() []paramDef {
 		integer("sync.buffer", "messages held per input while waiting for a partner", 1, 64, func(p *Params) *int { return &p.Sync.Buffer }),
 		seconds("sync.timeout", "seconds an input waits for its partner", func(p *Params) *time.Duration { return &p.Sync.Timeout }),
 		seconds("max_input_age", "seconds; older inputs are rejected (0 = no limit)", func(p *Params) *time.Duration { return &p.MaxInputAge }),
+		seconds("diagnostics.stale_after", "seconds without an input pair, while active, after which /diagnostics reports STALE (level 3, a message starting \"stale:\"); on the node's clock, /clock under use_sim_time (0 = never)", func(p *Params) *time.Duration { return &p.StaleAfter }),
 		// --- KV hand-off (issue 19, docs/shm.md) ---
 		paramDef{"kv_transport", kindString, "how the keys and values arrive: dds (VideoKVCache on topics.kv_cache) or shm (KVHandoff on shm.topic, tensors in shared memory)", func(p *Params, v value) error {
 			if v.s != KVTransportDDS && v.s != KVTransportSHM {

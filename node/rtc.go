@@ -37,11 +37,12 @@ const (
 	RTCResetGap       RTCReset = "gap"            // s >= action_tokens control periods since the previous chunk: nothing of it is left
 	RTCResetRejected  RTCReset = "rejected"       // the worker rejected a pair's inputs
 	RTCResetFailed    RTCReset = "failed"         // a chunk failed in the backend, encoding or publishing
+	RTCResetTimeJump  RTCReset = "time_jump"      // a time jump backwards (the stamps or /clock) since the previous chunk: another timeline's
 )
 
 // rtcResets lists the reasons in the diagnostics' order.
 func rtcResets() []RTCReset {
-	return []RTCReset{RTCResetBackwards, RTCResetGap, RTCResetRejected, RTCResetFailed}
+	return []RTCReset{RTCResetBackwards, RTCResetGap, RTCResetRejected, RTCResetFailed, RTCResetTimeJump}
 }
 
 // rtcState is the worker's real-time chunking state and buffers; only the
@@ -52,6 +53,9 @@ type rtcState struct {
 	dim int // action_dim
 
 	has bool // prev holds the last published chunk
+	// timeline is the pair.timeline of the last pair planned: a pair of
+	// a later one is not tied to prev.
+	timeline uint64
 	// prevGrid is the instant of its row 0 on the control grid the
 	// executor indexes it by (gridStamp): its header stamp when it was
 	// untied, its predecessor's grid + s*dt when it was tied.
@@ -256,6 +260,15 @@ func (s *stats) rtcReset(r RTCReset) {
 // noise in n.x: nil for an untied chunk. The error of a plan that does not
 // fit is not an input's: the chunk fails.
 func (n *Node) rtcGuide(p *pair) (*expert.Guide, error) {
+	if p.timeline != n.rtc.timeline {
+		// A time jump since the last pair: the previous chunk is another
+		// timeline's, for the ties and for the step check across the seam.
+		n.rtc.timeline = p.timeline
+		n.rtcDrop(RTCResetTimeJump)
+		if n.post != nil {
+			n.post.Reset()
+		}
+	}
 	if n.rtcPlan != nil {
 		if pl, ok := n.rtcPlan(p.kv.msg.Seq, p.kv.stamp); ok {
 			n.rtc.plan = pl

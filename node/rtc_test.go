@@ -389,6 +389,7 @@ func TestRTCPlanHook(t *testing.T) {
 	}{
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev[:10], Horizon: 6}, "has 10 action values, want 224"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 0}, "rtc horizon 0: want 1 to 32"},
+		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 33}, "rtc horizon 33: want 1 to 32"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Delay: 7}, "rtc delay 7: want 0 to the horizon 6"},
 		{RTCPlan{Mode: 9, Prev: prev, Horizon: 6}, "rtc mode RTCMode(9)"},
 		{RTCPlan{Mode: expert.RTCGuided, Prev: prev, Horizon: 6, Schedule: 9}, "mask schedule"},
@@ -522,5 +523,69 @@ func TestRTCShiftCountsFromGrid(t *testing.T) {
 		if off := stamp.Sub(grid).Abs(); off > dt/2 {
 			t.Fatalf("observation %d: grid %v off its stamp by %v", k, grid.Sub(start), off)
 		}
+	}
+}
+
+// TestRTCResetsOnControlPeriodChange: a chunk made after control_period
+// changed (live) is not tied to one made before: the previous chunk's rows
+// are for instants of the old period, so neither its shift nor its rows
+// fit. With the period unchanged the same stamps tie (the control).
+func TestRTCResetsOnControlPeriodChange(t *testing.T) {
+	d := tinyDims()
+	for _, change := range []bool{false, true} {
+		p := testParams()
+		p.RTC.Mode = expert.RTCReplace
+		h := newHarness(t, p, newTestBackend(d))
+		h.waitState(StateActive)
+		stamp := time.Unix(1_700_000_000, 0)
+		h.send(makeInputs(d, 1, stamp))
+		first := h.waitChunk()
+		q := p
+		if change {
+			q.ControlPeriod = 2 * p.ControlPeriod
+		}
+		q.Steps = p.Steps + 1 // a live change either way
+		if err := h.node.UpdateLive(q); err != nil {
+			t.Fatal(err)
+		}
+		h.send(makeInputs(d, 2, stamp.Add(2*p.ControlPeriod)))
+		m := h.waitChunk()
+		switch {
+		case change && m.RTCMode != "off":
+			t.Errorf("control_period changed: chunk tied (rtc_mode %s, prev seq %d, shift %d); want untied", m.RTCMode, m.RTCPrevSeq, m.RTCShift)
+		case !change && (m.RTCMode != "replace" || m.RTCPrevSeq != first.Seq || m.RTCShift != 2):
+			t.Errorf("control_period unchanged: rtc_mode %s prev %d shift %d; want replace %d 2", m.RTCMode, m.RTCPrevSeq, m.RTCShift, first.Seq)
+		}
+		h.stop()
+	}
+}
+
+// TestRTCAutoDelayClampedToHorizon: with rtc.inference_delay auto, d is
+// ceil(p95 of the input age / dt) up to rtc.execution_horizon: inputs
+// 300 ms old (6 periods) with a horizon of 4 give d 4, the delayed rows
+// within the horizon. (The node clamps twice, in ceilPeriods's limit and
+// after it; this fails when both are gone.)
+func TestRTCAutoDelayClampedToHorizon(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.RTC.Mode = expert.RTCGuided
+	p.RTC.ExecutionHorizon = 4
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	t0 := clock.Now()
+	var m msgs.ActionChunk
+	for k := range 2 {
+		stamp := t0.Add(time.Duration(k) * 2 * p.ControlPeriod)
+		clock.Set(stamp.Add(300 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), stamp))
+		waitFor(t, "the chunk published or failed", func() bool { s := h.node.Stats(); return s.Out+s.Failed == uint64(k+1) })
+		if s := h.node.Stats(); s.Failed != 0 {
+			t.Fatalf("chunk %d failed; log:\n%s", k, h.log)
+		}
+		m = h.waitChunk()
+	}
+	if m.RTCMode != "guided" || m.RTCDelay != 4 || m.RTCHorizon != 4 || m.InferenceDelay != 6 {
+		t.Errorf("rtc_mode %q rtc_delay %d rtc_horizon %d inference_delay %d, want guided, 4, 4, 6", m.RTCMode, m.RTCDelay, m.RTCHorizon, m.InferenceDelay)
 	}
 }

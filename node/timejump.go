@@ -3,6 +3,8 @@ package node
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 // Time jumps backwards. A bag played again (or looped), a restarted
@@ -53,6 +55,27 @@ import (
 // taken for a second jump), drops the inputs waiting for a partner whose
 // stamps lie after the jump's (the old timeline; counted as
 // dropped.time_jump) and accepts the input.
+//
+// The node's clock jumping back. Under use_sim_time the node also reads
+// its own clock: a reading earlier than the previous one is /clock
+// jumping back (a bag played again with --clock, a restarted simulator).
+// That is a new timeline by itself, whatever the inputs show: under load
+// the first pairs of a new play can be lost before they reach the node
+// (seen: the first five of a `ros2 bag play --clock` of 20), and the
+// first input that does arrive, from a later part of the sequence, is
+// then neither more than the threshold older than the last accepted one
+// nor a restarted seq, so it and every later input were rejected as out
+// of order or duplicate: 0 chunks. So at a jump of the clock the node
+// does what it does at a jump of the stamps (log, count, forget the
+// stamps and seqs, drop the waiting inputs stamped after the clock's new
+// reading), unless the clock only follows a jump the stamps have already
+// shown (the age check's wait above). In either case the inputs still
+// waiting restart their sync.timeout from the new reading (their arrival
+// times lie in the clock's future), the timed-out stamps of the pair-skew
+// measure are forgotten and so is the time of the last pair
+// (diagnostics.stale_after counts from the jump). The worker's real-time
+// chunking state is the jump's too: a pair made after any jump is not
+// tied to a chunk made before it (rtc.resets.time_jump).
 
 // DropTimeJump counts inputs of the old timeline dropped from the pairing
 // buffers at a time jump backwards.
@@ -73,7 +96,10 @@ type seqStart struct {
 // diagnostics without Node.mu).
 type timeJumps struct {
 	kvSeq, ctxSeq seqStart
-	count         atomic.Uint64
+	count         atomic.Uint64 // also the timeline of a pair (pair.timeline)
+	// The node's clock at its last reading under Node.mu (observeClock).
+	clock     time.Time
+	clockSeen bool
 	// Under use_sim_time, after a jump: the clock's reading at the jump,
 	// while the age check waits for the clock to follow (see above).
 	clockAt  time.Time
@@ -134,7 +160,38 @@ func (n *Node) timeJump(topic string, stamp time.Time, seq uint64, last time.Tim
 	n.log.Warnf("time jump backwards on %s: stamp %s is %v before the last accepted %s, %s (a bag played again, a loop or a restarted producer); "+
 		"clearing the pairing and stamp state and carrying on (jump %d, counted as time_jumps in %s)",
 		topic, fmtStamp(stamp), back, fmtStamp(last), why, k, n.p.Topics.Diagnostics)
+	n.newTimeline(stamp)
+}
+
+// newTimeline forgets the stamp and seq state of both inputs and drops the
+// waiting inputs stamped after at: they belong to the old timeline. n.mu
+// is held and the jump counted.
+func (n *Node) newTimeline(at time.Time) {
 	n.kvStamp, n.ctxStamp = stampCheck{}, stampCheck{}
 	n.jumps.kvSeq, n.jumps.ctxSeq = seqStart{}, seqStart{}
-	n.pairer.dropAfter(stamp, n.dropped)
+	n.pairer.dropAfter(at, n.dropped)
+}
+
+// observeClock takes a reading now of the node's clock, made under n.mu,
+// and handles the clock jumping back under use_sim_time (see above).
+func (n *Node) observeClock(now time.Time) {
+	last, seen := n.jumps.clock, n.jumps.clockSeen
+	n.jumps.clock, n.jumps.clockSeen = now, true
+	if !n.p.UseSimTime || !seen || !now.Before(last) {
+		return
+	}
+	n.pairer.rebase(now)
+	if n.stale.since.After(now) {
+		n.stale.mark(now, n.mono(), "none since the node's clock jumped back")
+	}
+	if n.jumps.awaiting && now.Before(n.jumps.clockAt) {
+		n.jumps.awaiting = false // the clock follows a jump of the stamps: handled
+		return
+	}
+	n.jumps.awaiting = false
+	k := n.jumps.count.Add(1)
+	n.log.Warnf("time jump backwards of the node's clock (%s): %s is %v before its previous reading %s (a bag played again or a restarted simulator); "+
+		"clearing the pairing and stamp state and carrying on (jump %d, counted as time_jumps in %s)",
+		rostime.ClockTopic, fmtStamp(now), last.Sub(now), fmtStamp(last), k, n.p.Topics.Diagnostics)
+	n.newTimeline(now)
 }

@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 )
@@ -119,6 +122,8 @@ func TestTimeJumpRule(t *testing.T) {
 		{"small reordering", 0, 11, 150, false, RejectOutOfOrder, 0},
 		{"seq past the first, 0.9 s back", 0, 13, -700, false, RejectOutOfOrder, 0},
 		{"more than 1 s back", 0, 13, -900, true, "", 0},
+		{"exactly 1 s back: not more than the threshold", 0, 13, -800, false, RejectOutOfOrder, 0},
+		{"exactly a 3 s sync.timeout back", 3 * time.Second, 13, -2800, false, RejectOutOfOrder, 0},
 		{"seq restarts at the first", 0, 10, 100, true, "", 0},
 		{"seq restarts below the first", 0, 0, 150, true, "", 0},
 		{"equal stamp, restarted seq: a duplicate", 0, 10, 200, false, RejectDuplicate, 0},
@@ -336,6 +341,7 @@ func TestPairSkewDiagnostics(t *testing.T) {
 	d := tinyDims()
 	clock := newFakeClock()
 	p := testParams()
+	p.StaleAfter = 0 // the last pair is 2.1 s old at the end: WARN, not STALE, is checked
 	h := newHarness(t, p, newTestBackend(d), withClock(clock))
 	h.waitState(StateActive)
 	base := clock.Now()
@@ -372,5 +378,165 @@ func TestPairSkewDiagnostics(t *testing.T) {
 	if st.Level != 1 || diagValue(t, st, "pair_skew.late_partners") != "1" || diagValue(t, st, "pair_skew_ms.max") != "1400.00" ||
 		diagValue(t, st, "dropped.pair_timeout") != "1" {
 		t.Errorf("after the late cache: level %d, %v", st.Level, st.Values)
+	}
+}
+
+// TestClockJumpResetsOrdering replays issue 24's `ros2 bag play --clock`
+// under load: the first pairs of a new play never reach the node, and the
+// first that do come from a later part of the sequence, less than the
+// jump threshold (here sync.timeout 5 s) before the last accepted stamp,
+// with seqs past the first. Only /clock shows the new timeline. The jump
+// of the node's clock resets the ordering state by itself: those inputs
+// are accepted and paired, the old timeline's waiting input is dropped
+// (time_jump) and the first chunk is not tied to the old timeline's last
+// (rtc.resets.time_jump). Before: every input was rejected as out of
+// order or duplicate, 0 chunks.
+func TestClockJumpResetsOrdering(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	p.Sync.Timeout = 5 * time.Second
+	p.RTC.Mode = expert.RTCReplace
+	p.StaleAfter = 0
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	at := func(k int) time.Time { return base.Add(time.Duration(k) * 500 * time.Millisecond) }
+	for k := range 10 {
+		clock.Set(at(k).Add(20 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), at(k)))
+		h.waitChunk()
+	}
+	// A cache of the old timeline waits for its context when the play
+	// ends.
+	clock.Set(at(10).Add(20 * time.Millisecond))
+	h.sendKV(makeInputs(d, 10, at(10)).kv)
+
+	// The bag is played again: /clock jumps back to its start; its
+	// first five pairs are lost.
+	clock.Set(at(0))
+	for k := 5; k < 10; k++ {
+		clock.Set(at(k).Add(20 * time.Millisecond))
+		h.send(makeInputs(d, uint64(k), at(k)))
+		if s := h.node.Stats(); s.TotalRejected() != 0 { // the receive path runs in send
+			t.Fatalf("pair %d of the new play rejected: %v; log:\n%s", k, s.Rejected, h.log)
+		}
+		m := h.waitChunk()
+		if m.KVSeq != uint64(k) || m.Header.Stamp != toMsgTime(at(k)) {
+			t.Fatalf("chunk kv_seq %d, want %d", m.KVSeq, k)
+		}
+		if k == 5 && m.RTCMode != "off" {
+			t.Errorf("first chunk after the jump tied to the old timeline (rtc_mode %s, prev seq %d)", m.RTCMode, m.RTCPrevSeq)
+		}
+	}
+	s := h.node.Stats()
+	if s.TotalRejected() != 0 || s.Out != 15 || h.node.TimeJumps() != 1 || s.Dropped[DropTimeJump] != 1 {
+		t.Errorf("rejected %v, %d chunks, %d time jumps, dropped %v; want none, 15, 1, one time_jump", s.Rejected, s.Out, h.node.TimeJumps(), s.Dropped)
+	}
+	if s.RTCResets[RTCResetTimeJump] != 1 {
+		t.Errorf("rtc resets %v, want one time_jump", s.RTCResets)
+	}
+	if n := h.log.count("WARN", "time jump backwards of the node's clock (/clock)"); n != 1 {
+		t.Errorf("%d clock jump warnings, want 1:\n%s", n, h.log)
+	}
+}
+
+// TestClockJumpSeenByDiagnostics: with no input after it, a jump of the
+// node's clock is seen at the next diagnostics tick, and the old
+// timeline's waiting input is dropped at once.
+func TestClockJumpSeenByDiagnostics(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	h.send(makeInputs(d, 0, base))
+	h.waitChunk()
+	clock.Set(base.Add(500 * time.Millisecond))
+	h.sendKV(makeInputs(d, 1, base.Add(500*time.Millisecond)).kv) // waits for its context
+	clock.Set(base.Add(-time.Minute))
+	st := h.diag()
+	if diagValue(t, st, "time_jumps") != "1" || diagValue(t, st, "dropped.time_jump") != "1" || diagValue(t, st, "waiting_for_partner") != "0" {
+		t.Fatalf("after the clock's jump: %v", st.Values)
+	}
+}
+
+// TestClockFollowsStampJump: when the new timeline's first input comes
+// before the /clock message that jumps back (Cyclone DDS, issue 16), the
+// stamps show the jump first and the clock's jump that follows is the
+// same one (time_jumps 1); that input, which arrived at a reading the
+// clock has now gone back from, still times out after sync.timeout on the
+// new clock (before, not until the clock had come back to its arrival).
+func TestClockFollowsStampJump(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	base := clock.Now()
+	h.send(makeInputs(d, 5, base))
+	h.waitChunk()
+	// The new play's first context, a minute back, before its /clock.
+	clock.Set(base.Add(time.Minute))
+	h.sendCtx(makeInputs(d, 0, base.Add(-time.Minute)).ctx)
+	clock.Set(base.Add(-time.Minute + 20*time.Millisecond))
+	if st := h.diag(); diagValue(t, st, "time_jumps") != "1" || diagValue(t, st, "waiting_for_partner") != "1" {
+		t.Fatalf("the clock follows the stamps' jump: %v", st.Values)
+	}
+	clock.Advance(1500 * time.Millisecond)
+	if st := h.diag(); diagValue(t, st, "dropped.pair_timeout") != "1" || diagValue(t, st, "waiting_for_partner") != "0" {
+		t.Fatalf("1.5 s on the new clock: %v", st.Values)
+	}
+}
+
+// TestClockJumpResetsSeamStepCheck: the step check of
+// actions.limits.max_step across the seam does not compare a chunk of the
+// new timeline with the old one's. After /clock jumps back, an
+// observation stamped one period after the old timeline's last, with the
+// same seq (the same noise) and a context scaled up, gives the old chunk's
+// rows moved by one constant: its steps within are the old chunk's, below
+// max_step, and its row 0 steps from the old chunk's row 0 by more. It is
+// published, where before it was refused as a step.
+func TestClockJumpResetsSeamStepCheck(t *testing.T) {
+	d := tinyDims()
+	clock := newFakeClock()
+	p := testParams()
+	p.UseSimTime = true
+	p.StaleAfter = 0
+	base := clock.Now()
+	in := makeInputs(d, 1, base)
+	rows := expectedActions(t, d, in, p.Steps, float32(p.Shift), in.kv.Seq)
+	limit := 0.0
+	for i := d.ActionDim; i < len(rows); i++ {
+		limit = max(limit, math.Abs(float64(rows[i])-float64(rows[i-d.ActionDim]))*1.01)
+	}
+	again := makeInputs(d, 1, base.Add(p.ControlPeriod))
+	ctx := pattern(d.ContextLen(), 4, 0.03) // makeInputs' context of seq 1
+	for i := range ctx {
+		ctx[i] *= 1000
+	}
+	again.ctx.Context = msgs.NewTensorF32(again.ctx.Context.Shape, ctx)
+	rowsAgain := expectedActions(t, d, again, p.Steps, float32(p.Shift), again.kv.Seq)
+	if c := math.Abs(float64(rowsAgain[0]) - float64(rows[0])); c <= limit {
+		t.Fatalf("the seam step %v is not above max_step %v: the test proves nothing", c, limit)
+	}
+	p.Actions.Post.Limits = actions.Limits{MaxStep: []float64{limit}, Mode: actions.LimitRefuse}
+	h := newHarness(t, p, newTestBackend(d), withClock(clock))
+	h.waitState(StateActive)
+	clock.Set(base.Add(20 * time.Millisecond))
+	h.send(in)
+	h.waitChunk()
+	clock.Set(base.Add(-time.Minute)) // /clock jumps back
+	h.send(again)
+	waitFor(t, "the second chunk published or refused", func() bool { s := h.node.Stats(); return s.Out+s.TotalRefused() == 2 })
+	if s := h.node.Stats(); s.TotalRefused() != 0 || h.node.TimeJumps() != 1 {
+		t.Fatalf("refused %v, %d jumps; want none, 1; log:\n%s", s.Refused, h.node.TimeJumps(), h.log)
+	}
+	if m := h.waitChunk(); m.Header.Stamp != again.kv.Header.Stamp {
+		t.Fatalf("chunk stamp %+v, want the new timeline's", m.Header.Stamp)
 	}
 }
