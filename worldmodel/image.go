@@ -107,8 +107,9 @@ func (c FrameConfig) Validate() error {
 type Preprocessor struct {
 	cfg     FrameConfig
 	plans   []*tilePlan
-	scratch []byte // the horizontal pass's rows
-	frame   []byte // Tensor's frame
+	scratch []byte  // the horizontal pass's rows
+	frame   []byte  // Tensor's frame
+	accs    []int32 // the vertical pass's accumulators, one tile row
 }
 
 // NewPreprocessor checks cfg and returns its preprocessor.
@@ -117,7 +118,7 @@ func NewPreprocessor(cfg FrameConfig) (*Preprocessor, error) {
 		return nil, fmt.Errorf("worldmodel: frame configuration: %w", err)
 	}
 	cfg.Cameras = append([]Camera(nil), cfg.Cameras...)
-	return &Preprocessor{cfg: cfg, plans: make([]*tilePlan, len(cfg.Cameras))}, nil
+	return &Preprocessor{cfg: cfg, plans: make([]*tilePlan, len(cfg.Cameras)), accs: make([]int32, 3*cfg.TileWidth)}, nil
 }
 
 // Config returns the preprocessor's configuration.
@@ -153,7 +154,7 @@ func (p *Preprocessor) Frame(dst []byte, images ...Image) error {
 		if p.cfg.Concat == Vertical {
 			off = i * p.cfg.TileHeight * stride
 		}
-		p.scratch = p.plans[i].run(dst[off:], stride, img, p.cfg.Cameras[i].Flip180, p.scratch)
+		p.scratch = p.plans[i].run(dst[off:], stride, img, p.cfg.Cameras[i].Flip180, p.scratch, p.accs)
 	}
 	return nil
 }
@@ -365,8 +366,9 @@ func (p *Preprocessor) plan(i int, img Image) error {
 
 // run writes the tile of img into dst (row stride in bytes), reading img
 // rotated by 180° when flip is set, and returns the (possibly grown)
-// scratch. img has the plan's size (Preprocessor.plan).
-func (t *tilePlan) run(dst []byte, stride int, img Image, flip bool, scratch []byte) []byte {
+// scratch. img has the plan's size (Preprocessor.plan); accs has room for
+// a tile row's accumulators.
+func (t *tilePlan) run(dst []byte, stride int, img Image, flip bool, scratch []byte, accs []int32) []byte {
 	w, h := t.srcW, t.srcH
 	rows := t.rowEnd - t.rowFirst
 	rowBytes := t.tileW * 3
@@ -418,14 +420,20 @@ func (t *tilePlan) run(dst []byte, stride int, img Image, flip bool, scratch []b
 		c := &t.vc
 		k := c.k[yy*c.ksize : yy*c.ksize+c.n[yy]]
 		r0 := c.lo[yy] - t.rowFirst
-		for x := range rowBytes {
-			acc := int32(1 << (precision - 1))
-			off := r0*rowBytes + x
-			for _, kv := range k {
-				acc += int32(tmp[off]) * kv
-				off += rowBytes
+		acc := accs[:rowBytes]
+		for x := range acc {
+			acc[x] = 1 << (precision - 1)
+		}
+		// Tap by tap over whole rows: sequential reads.
+		for j, kv := range k {
+			row := tmp[(r0+j)*rowBytes : (r0+j+1)*rowBytes]
+			row = row[:len(acc)]
+			for x, v := range row {
+				acc[x] += int32(v) * kv
 			}
-			out[x] = clip8(acc)
+		}
+		for x, a := range acc {
+			out[x] = clip8(a)
 		}
 	}
 	return scratch
