@@ -3,6 +3,7 @@ package worldmodel
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // MaxImageSide bounds every side of a camera image, of a tile and of a
@@ -261,7 +262,8 @@ type tilePlan struct {
 	left, top        int
 	horiz, vert      bool // whether each pass runs (the size changes)
 	hc, vc           coeffs
-	rowFirst, rowEnd int // the source rows the tile needs
+	hcFlip           coeffs // hc in the unflipped image's columns (see mirrored)
+	rowFirst, rowEnd int    // the source rows the tile needs
 }
 
 // coeffs are Pillow's fixed-point filter coefficients for count outputs.
@@ -317,6 +319,22 @@ func makeCoeffs(nIn, nOut, first, count int) coeffs {
 	return c
 }
 
+// mirrored is c for an input read in reverse order: output i's inputs
+// lo..lo+n-1 of the reversed input are the original's nIn-lo-n..nIn-1-lo,
+// with the coefficients reversed. The integer sums are the same in any
+// order, so the results are identical; reading forward is faster.
+func (c coeffs) mirrored(nIn int) coeffs {
+	m := coeffs{ksize: c.ksize, lo: make([]int, len(c.lo)), n: slices.Clone(c.n), k: make([]int32, len(c.k))}
+	for i, lo := range c.lo {
+		n := c.n[i]
+		m.lo[i] = nIn - lo - n
+		for x := range n {
+			m.k[i*c.ksize+x] = c.k[i*c.ksize+n-1-x]
+		}
+	}
+	return m
+}
+
 // clip8 is Pillow's clip8: the accumulator's integer part, clamped.
 func clip8(acc int32) byte {
 	v := acc >> precision
@@ -338,6 +356,7 @@ func newTilePlan(srcW, srcH, tileW, tileH int) (*tilePlan, error) {
 		horiz: rw != srcW, vert: rh != srcH}
 	if t.horiz {
 		t.hc = makeCoeffs(srcW, rw, left, tileW)
+		t.hcFlip = t.hc.mirrored(srcW)
 	}
 	t.rowFirst, t.rowEnd = top, top+tileH
 	if t.vert {
@@ -396,15 +415,18 @@ func (t *tilePlan) run(dst []byte, stride int, img Image, flip bool, scratch []b
 			continue
 		}
 		c := &t.hc
+		if flip {
+			c = &t.hcFlip
+		}
 		for xx := range t.tileW {
 			k := c.k[xx*c.ksize : xx*c.ksize+c.n[xx]]
-			s := base + step*c.lo[xx]
+			in := src[3*c.lo[xx] : 3*(c.lo[xx]+len(k))]
 			acc0, acc1, acc2 := int32(1<<(precision-1)), int32(1<<(precision-1)), int32(1<<(precision-1))
-			for _, kv := range k {
-				acc0 += int32(src[s]) * kv
-				acc1 += int32(src[s+1]) * kv
-				acc2 += int32(src[s+2]) * kv
-				s += step
+			for j, kv := range k {
+				px := in[3*j : 3*j+3 : 3*j+3]
+				acc0 += int32(px[0]) * kv
+				acc1 += int32(px[1]) * kv
+				acc2 += int32(px[2]) * kv
 			}
 			out[3*xx], out[3*xx+1], out[3*xx+2] = clip8(acc0), clip8(acc1), clip8(acc2)
 		}
