@@ -150,6 +150,10 @@ IMAGE_CASES = [
     ("odd", [(333, 227), (97, 131)], [1, 0], (TILE, TILE), 0),
     ("small_vertical", [(61, 47)], [1], (24, 32), 1),
     ("two_vertical", [(37, 53), (120, 90)], [0, 1], (20, 16), 1),
+    # s = 1: no resize, only the crop (rows, then columns), both flipped.
+    ("crop_only", [(300, 224), (224, 300)], [1, 1], (TILE, TILE), 0),
+    # s = 251/250: the width rounds back to 100 (no horizontal pass), the height changes.
+    ("width_kept", [(250, 100)], [1], (100, 251), 0),
 ]
 
 

@@ -19,7 +19,7 @@ import (
 var goldenDir = filepath.Join("..", "golden", "worldmodel")
 
 // imageCases are the image goldens' names (image_<name>.npz).
-var imageCases = []string{"libero", "cam480", "odd", "small_vertical", "two_vertical"}
+var imageCases = []string{"libero", "cam480", "odd", "small_vertical", "two_vertical", "crop_only", "width_kept"}
 
 // imageCase is one image golden: the inputs, the configuration and the
 // reference's frame (and tensor, for the small tiles).
