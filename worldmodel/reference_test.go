@@ -14,9 +14,10 @@ import (
 	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
-// python3WithPillow returns a python3 that imports numpy and PIL, or
-// skips the test (fails under CI).
-func python3WithPillow(t *testing.T) string {
+// python3With returns a python3 that imports modules (a Python import
+// list), preferring Debian's /usr/bin/python3 (pyenv shims often shadow
+// it), or skips the test with hint (fails under CI).
+func python3With(t *testing.T, modules, hint string) string {
 	t.Helper()
 	var candidates []string
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
@@ -26,11 +27,11 @@ func python3WithPillow(t *testing.T) string {
 		candidates = append(candidates, p)
 	}
 	for _, p := range candidates {
-		if exec.Command(p, "-c", "import numpy, PIL").Run() == nil {
+		if exec.Command(p, "-c", "import "+modules).Run() == nil {
 			return p
 		}
 	}
-	testenv.Missing(t, "no python3 with numpy and Pillow (tried %v); install python3-numpy python3-pil to check golden/worldmodel against its generator", candidates)
+	testenv.Missing(t, "no python3 that imports %s (tried %v); %s", modules, candidates, hint)
 	return ""
 }
 
@@ -41,7 +42,7 @@ func python3WithPillow(t *testing.T) string {
 // by its bytes): a reference changed without regenerating, or goldens
 // edited by hand, fail here.
 func TestGoldensMatchTheirReference(t *testing.T) {
-	python := python3WithPillow(t)
+	python := python3With(t, "numpy, PIL", "install python3-numpy python3-pil to check golden/worldmodel against its generator")
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
 // textValue is the test entries' value at (row, column): exact in bf16.
@@ -187,31 +185,11 @@ func TestTextCacheRefusesBadFiles(t *testing.T) {
 	}
 }
 
-// python3WithTorch returns a python3 that imports torch and numpy, or
-// skips the test (fails under CI).
-func python3WithTorch(t *testing.T) string {
-	t.Helper()
-	var candidates []string
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		candidates = append(candidates, "/usr/bin/python3")
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, p := range candidates {
-		if exec.Command(p, "-c", "import torch, numpy").Run() == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "no python3 with torch and numpy (tried %v); install python3-torch for golden/text_cache.py's test", candidates)
-	return ""
-}
-
 // TestTextCacheTool runs golden/text_cache.py on an upstream-style .pt
 // file made here (bf16 context with nonzero padding, the mask of 5
 // tokens), and reads the entry it writes: padding zeroed, values kept.
 func TestTextCacheTool(t *testing.T) {
-	python := python3WithTorch(t)
+	python := python3With(t, "torch, numpy", "install python3-torch for golden/text_cache.py's test")
 	const task, rows, dim, n = "turn on the stove", 128, 16, 5
 	prompt := Prompt(task)
 	upstream, out := t.TempDir(), t.TempDir()
