@@ -205,3 +205,23 @@ func TestNormalizeRefusesBadState(t *testing.T) {
 		t.Errorf("short W: got %v", err)
 	}
 }
+
+// FuzzParseStateNormalizer: any bytes give a normaliser with finite,
+// nonzero scales and finite offsets, or an error; never a panic.
+func FuzzParseStateNormalizer(f *testing.F) {
+	f.Add([]byte(`{"state": {"default": {"global_min": [0, -1], "global_max": [1, 1]}}}`))
+	f.Add([]byte(`{"state": {"default": {"global_min": [0, 1e-5], "global_max": [0, 2e-5]}}}`))
+	f.Add([]byte(`{"state": {"default": {"global_min": [NaN, 0], "global_max": [1, null]}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := ParseStateNormalizer(b, "default", 2)
+		if err != nil {
+			return
+		}
+		for i := range n.Scale {
+			s, o := float64(n.Scale[i]), float64(n.Offset[i])
+			if s == 0 || math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(o) || math.IsInf(o, 0) {
+				t.Fatalf("%q: scale %v, offset %v", b, s, o)
+			}
+		}
+	})
+}
