@@ -31,7 +31,7 @@ const (
 // the clipped w back into the caller's quaternion.
 func Quat2AxisAngle(q [4]float64) [3]float64 {
 	w := min(max(q[3], -1), 1)
-	den := math.Sqrt(1 - w*w)
+	den := math.Sqrt(1 - float64(w*w)) // rounded product: no fused multiply-add (arm64)
 	if den == 0 {
 		return [3]float64{}
 	}
