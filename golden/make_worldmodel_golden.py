@@ -1,6 +1,6 @@
 """Independent reference of the world model's front end, and its goldens in golden/worldmodel/.
 
-Written from /work/shared/spec/world-model.md §1-§3 (not from the Go code in worldmodel/):
+Written from ../shared/spec/world-model.md §1-§3 (not from the Go code in worldmodel/):
 - §1 image preprocessing with the real Pillow (Image.resize, BILINEAR) for the resize, NumPy for
   the 180° flip, the center crop (Python's round), the concatenation and the scaling to [-1, 1];
 - §2 quat2axisangle (robosuite's, float64 with the math module), the min/max normalisation of the

@@ -1,6 +1,6 @@
 // Package worldmodel is the host-side front end of Fast-WAM's world model:
 // what turns a robot's camera frames, proprio state and instruction into
-// the inputs of the video VAE and DiT, as /work/shared/spec/world-model.md
+// the inputs of the video VAE and DiT, as ../shared/spec/world-model.md
 // §1–§3 specifies them.
 //
 // It provides, so far:
