@@ -103,6 +103,7 @@ player() {
 }
 
 # 1. Allowed.
+t0=$SECONDS
 start_node allowed
 player /fastwam/world_model "$work/allowed.player.log"
 rc=$?
@@ -121,6 +122,8 @@ case $steps in *"Integer value is: 10"*) ;; *) fail "allowed: operator's ros2 pa
 # 2. Allowed, with every optional topic: KVHandoff descriptors on
 # video_kv_handoff (kv_transport shm), post-processed chunks on
 # robot_action_chunk (actions.*) executed by the executor.
+t_allowed=$((SECONDS - t0))
+t0=$SECONDS
 node_args=(kv_transport:=shm actions.gripper.affine:=true)
 executor_args=(topics.action_chunk:=robot_action_chunk)
 player_args=(--shm video_kv_handoff)
@@ -135,6 +138,8 @@ case $executor_summary in "stopped: 4 chunks in, 4 accepted, 0 dropped"*) ;; *) 
 node_args=()
 executor_args=()
 player_args=()
+t_optional=$((SECONDS - t0))
+t0=$SECONDS
 
 # 3. Not allowed: every publisher below must get nothing to the node.
 start_node denied
@@ -150,4 +155,5 @@ log "denied: kv_player under the rogue keystore's /fastwam/world_model exited $?
 ros2 daemon stop >/dev/null 2>&1
 stop_nodes denied
 case $node_summary in "stopped: 0 chunks published, 0 backend errors, 0 rejected, 0 dropped"*) ;; *) fail "denied: node: $node_summary, want 0 chunks published, 0 rejected, 0 dropped" ;; esac
+log "phases: allowed ${t_allowed} s, optional topics ${t_optional} s, not allowed $((SECONDS - t0)) s"
 log "PASS: the allowed producer's 4 pairs gave 4 chunks (the executor accepted 4), also with kv_transport:=shm, actions.* set and the executor on robot_action_chunk; the four unauthorised publishers got nothing to the node"
