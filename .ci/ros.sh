@@ -8,7 +8,9 @@
 #  - colcon test (the ament linters where the tree has them, the launch tests);
 #  - .ci/ros-e2e.sh on each middleware of the tree (Humble: Fast DDS and Cyclone DDS; Jazzy:
 #    Cyclone DDS, the only one in that tree), one after the other, each on its own domain id;
-#  - the SROS2 check (launch/security/check_sros2.sh) on Cyclone DDS, a third domain id.
+#  - the SROS2 check (launch/security/check_sros2.sh) on Cyclone DDS, a third domain id: the
+#    nodes as launched by default, then with kv_transport:=shm, actions.* set and the executor on
+#    robot_action_chunk, under Enforce.
 # Without a tree it prints why it skips and exits 0. Any failure exits non-zero.
 # FASTWAM_ROS_TREES (space-separated .tar.zst files) overrides the search; FASTWAM_ROS_DOMAIN
 # (default 65) is the first of the three domain ids used.

@@ -143,6 +143,28 @@ func Autostart(ctx context.Context, mach *lifecycle.Machine) error {
 	return nil
 }
 
+// RunAutostarted runs m (see Run) until ctx is done, after Autostart
+// through mach when autostart is set (the autostart parameter). If the
+// autostart's configure or activate fails, m shuts down and the error is
+// returned, so the process exits non-zero and `ros2 launch` ends with it: a
+// node started to run must not sit unconfigured unseen (a missing
+// cpu.weights or self_test.golden, a failed self-test). Without autostart
+// the node waits unconfigured for a lifecycle manager, which sees a
+// failed configure itself.
+func (m *Managed) RunAutostarted(ctx context.Context, mach *lifecycle.Machine, autostart bool) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(runCtx) }()
+	if autostart {
+		if err := Autostart(ctx, mach); err != nil && ctx.Err() == nil {
+			stop()
+			return errors.Join(fmt.Errorf("%w; the node exits (autostart:=false would keep it unconfigured for `ros2 lifecycle set`)", err), <-ran)
+		}
+	}
+	return <-ran
+}
+
 // SubscribeClock keeps c on the time published on /clock, for a node with
 // use_sim_time. A message that does not decode is logged once and
 // ignored; a jump backwards is logged (once per jump).

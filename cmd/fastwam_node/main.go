@@ -42,8 +42,9 @@ func main() {
 // serve configures the managed node and spins until ctx is done: its
 // topics, lifecycle and parameter services exist from the start; with
 // autostart (the default) it runs configure (open the backend, self-test)
-// and activate at once, otherwise it waits unconfigured for `ros2
-// lifecycle set`. At the end the node shuts down in order: the worker
+// and activate at once, and returns the error if either fails (the node
+// exits non-zero); otherwise it waits unconfigured for `ros2 lifecycle
+// set`. At the end the node shuts down in order: the worker
 // stops using the backend, the backend is closed (the HTP backend
 // down-votes), spinning stops, and the caller then closes the ROS node
 // and the context. setGrace receives the shutdown_grace parameter.
@@ -75,18 +76,10 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	if err != nil {
 		return err
 	}
-	return rosnode.SpinWhile(rn, func() error {
-		ran := make(chan error, 1)
-		go func() { ran <- m.Run(ctx) }()
-		if p.Autostart {
-			if err := node.Autostart(ctx, mach); err != nil && ctx.Err() == nil {
-				log.Errorf("%v; the node waits for `ros2 lifecycle set %s configure`", err, fqn)
-			}
-		} else {
-			log.Infof("%s: unconfigured (autostart false): `ros2 lifecycle set %s configure`, then activate", fqn, fqn)
-		}
-		return <-ran
-	})
+	if !p.Autostart {
+		log.Infof("%s: unconfigured (autostart false): `ros2 lifecycle set %s configure`, then activate", fqn, fqn)
+	}
+	return rosnode.SpinWhile(rn, func() error { return m.RunAutostarted(ctx, mach, p.Autostart) })
 }
 
 const usage = `usage: fastwam_node [--print-params] [--ros-args ROS_ARGS...]

@@ -5,7 +5,12 @@
 #   1. the node, the executor and kv_player, each in its own enclave, work:
 #      4 pairs in, 4 chunks out, 4 chunks accepted by the executor, and the
 #      operator enclave reads the node's lifecycle state and a parameter;
-#   2. publishers without the grant get no input to the node (it publishes
+#   2. the same with every optional topic of the product in use: the node
+#      with kv_transport:=shm (kv_player --shm publishes KVHandoff
+#      descriptors on video_kv_handoff) and actions.* set (it publishes
+#      robot_action_chunk too), the executor on topics.action_chunk:=
+#      robot_action_chunk: 4 pairs in, 4 chunks out, 4 accepted;
+#   3. publishers without the grant get no input to the node (it publishes
 #      0 chunks and rejects or drops nothing): kv_player and `ros2 topic pub`
 #      under the operator enclave (not granted the input topics), kv_player
 #      without security, and kv_player under a /fastwam/world_model enclave of
@@ -17,7 +22,7 @@
 # with Cyclone DDS built with its security plugins, as Debian's 0.10.2 is, or
 # rmw_fastrtps_cpp / rmw_fastrtps_dynamic_cpp on Fast DDS built with -DSECURITY=ON);
 # the check runs on the ROS_DOMAIN_ID set (0 if none). On a shared machine
-# give it a domain of its own. Takes about a minute; exits 0 when every check
+# give it a domain of its own. Takes about a minute and a half; exits 0 when every check
 # passes, 1 naming the first that did not.
 # Job control: the launches run in their own process groups with SIGINT
 # not ignored (a script's background jobs otherwise ignore it), and are
@@ -55,16 +60,23 @@ ros2 daemon stop >/dev/null 2>&1
 
 # start_node NAME: the action expert (CPU backend, tiny weights, self-test on)
 # under its enclave, and the executor under its own; logs in $work/NAME.*.log.
+# The launch arguments in the arrays node_args and executor_args are added.
+node_args=()
+executor_args=()
 start_node() {
 	ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/action_expert ros2 launch fastwam_action_expert action_expert.launch.py \
 		backend:=cpu cpu.weights:="$tiny/weights.safetensors" cpu.video_tokens:=8 cpu.context_tokens:=5 \
-		self_test.golden:="$tiny/case_all.npz" >"$work/$1.node.log" 2>&1 &
+		self_test.golden:="$tiny/case_all.npz" "${node_args[@]}" >"$work/$1.node.log" 2>&1 &
 	pids+=($!)
 	ROS_SECURITY_ENCLAVE_OVERRIDE=/fastwam/executor ros2 launch fastwam_action_expert executor.launch.py \
-		>"$work/$1.executor.log" 2>&1 &
+		"${executor_args[@]}" >"$work/$1.executor.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 100); do
-		grep -q 'active: video_kv_cache' "$work/$1.node.log" 2>/dev/null && return 0
+		grep -q 'active: ' "$work/$1.node.log" 2>/dev/null && return 0
+		if ! kill -0 "${pids[-1]}" 2>/dev/null || ! kill -0 "${pids[-2]}" 2>/dev/null; then
+			cat "$work/$1.node.log" "$work/$1.executor.log" >&2
+			fail "$1: a launch exited before the node became active (node: ${node_args[*]}; executor: ${executor_args[*]})"
+		fi
 		sleep 0.2
 	done
 	cat "$work/$1.node.log" >&2
@@ -80,14 +92,18 @@ stop_nodes() {
 	log "$1: node $node_summary"
 	log "$1: executor $executor_summary"
 }
-player() { # ENCLAVE-or-"" LOG [extra env...]: kv_player, 4 pairs at 2 Hz, at most 8 s for discovery
+# player ENCLAVE-or-"" LOG [extra env...]: kv_player, 4 pairs at 2 Hz, at
+# most 8 s for discovery, with the options in the array player_args.
+player_args=()
+player() {
 	local enclave=$1 out=$2
 	shift 2
 	env ${enclave:+ROS_SECURITY_ENCLAVE_OVERRIDE=$enclave} "$@" timeout -s INT 20 \
-		ros2 run fastwam_action_expert kv_player "$tiny/case_all.npz" --rate 2 --count 4 --wait 8 >"$out" 2>&1
+		ros2 run fastwam_action_expert kv_player "$tiny/case_all.npz" --rate 2 --count 4 --wait 8 "${player_args[@]}" >"$out" 2>&1
 }
 
 # 1. Allowed.
+t0=$SECONDS
 start_node allowed
 player /fastwam/world_model "$work/allowed.player.log"
 rc=$?
@@ -103,7 +119,29 @@ case $executor_summary in "stopped: 4 chunks in, 4 accepted, 0 dropped"*) ;; *) 
 case $state in *"active [3]"*) ;; *) fail "allowed: operator's ros2 lifecycle get: $state" ;; esac
 case $steps in *"Integer value is: 10"*) ;; *) fail "allowed: operator's ros2 param get steps: $steps" ;; esac
 
-# 2. Not allowed: every publisher below must get nothing to the node.
+# 2. Allowed, with every optional topic: KVHandoff descriptors on
+# video_kv_handoff (kv_transport shm), post-processed chunks on
+# robot_action_chunk (actions.*) executed by the executor.
+t_allowed=$((SECONDS - t0))
+t0=$SECONDS
+node_args=(kv_transport:=shm actions.gripper.affine:=true)
+executor_args=(topics.action_chunk:=robot_action_chunk)
+player_args=(--shm video_kv_handoff)
+start_node optional
+player /fastwam/world_model "$work/optional.player.log"
+rc=$?
+[ $rc -eq 0 ] || { cat "$work/optional.player.log" >&2; fail "optional: kv_player --shm under /fastwam/world_model exited $rc"; }
+sleep 1
+stop_nodes optional
+case $node_summary in "stopped: 4 chunks published, 0 backend errors, 0 rejected, 0 dropped"*) ;; *) fail "optional: node (kv_transport:=shm, actions.gripper.affine:=true): $node_summary, want 4 chunks published, 0 rejected, 0 dropped" ;; esac
+case $executor_summary in "stopped: 4 chunks in, 4 accepted, 0 dropped"*) ;; *) fail "optional: executor on robot_action_chunk: $executor_summary, want 4 chunks in, 4 accepted" ;; esac
+node_args=()
+executor_args=()
+player_args=()
+t_optional=$((SECONDS - t0))
+t0=$SECONDS
+
+# 3. Not allowed: every publisher below must get nothing to the node.
 start_node denied
 player /fastwam/operator "$work/denied.operator.log"
 log "denied: kv_player under /fastwam/operator exited $?: $(grep -m1 -io 'error.*\|denied.*\|published seq 0.*\|no subscriber.*' "$work/denied.operator.log" | cut -c1-160)"
@@ -117,4 +155,5 @@ log "denied: kv_player under the rogue keystore's /fastwam/world_model exited $?
 ros2 daemon stop >/dev/null 2>&1
 stop_nodes denied
 case $node_summary in "stopped: 0 chunks published, 0 backend errors, 0 rejected, 0 dropped"*) ;; *) fail "denied: node: $node_summary, want 0 chunks published, 0 rejected, 0 dropped" ;; esac
-log "PASS: the allowed producer's 4 pairs gave 4 chunks (the executor accepted 4); the four unauthorised publishers got nothing to the node"
+log "phases: allowed ${t_allowed} s, optional topics ${t_optional} s, not allowed $((SECONDS - t0)) s"
+log "PASS: the allowed producer's 4 pairs gave 4 chunks (the executor accepted 4), also with kv_transport:=shm, actions.* set and the executor on robot_action_chunk; the four unauthorised publishers got nothing to the node"

@@ -11,10 +11,14 @@ launch_ros LifecycleNode, so launch sees its transitions as events (the
 StateTransition events of launch_ros). The executor has no lifecycle and is
 a plain Node. If a node exits with a non-zero status (it could not start,
 for example a bad parameter), launch shuts down and `ros2 launch` exits
-with status 1.
+with status 1. So does a launch argument that the launch file does not
+declare (a misspelt parameter would otherwise be dropped in silence), when
+the launch file is the one `ros2 launch` runs.
 """
 
+import difflib
 import os
+import sys
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
@@ -31,6 +35,46 @@ LIFECYCLE_EXECUTABLES = ('fastwam_node',)
 
 class NodeFailed(RuntimeError):
     """A node of the launch exited with a non-zero status."""
+
+
+class UndeclaredArgument(ValueError):
+    """`ros2 launch` was given an argument its launch file does not declare."""
+
+
+def launch_files(params_yaml):
+    """Return the names of the two launch files that start the node of params_yaml."""
+    stem = params_yaml[: -len('.params.yaml')]
+    return (f'{stem}.launch.py', f'{stem}.launch.xml')
+
+
+def check_arguments(argv, command, files, declared):
+    """
+    Raise UndeclaredArgument for an argument of argv that is not declared.
+
+    argv are the launch arguments (name:=value) given to `ros2 launch`,
+    command its whole command line (sys.argv), files the names of the
+    launch files this check is for and declared the names they declare.
+    The check applies only when command runs one of files (by package or
+    by path): a launch file that includes ours may declare arguments of its
+    own, which are not ours to judge.
+    """
+    if not any(os.path.basename(a) in files for a in command[1:]):
+        return
+    unknown = [a.split(':=', 1)[0] for a in argv if a.split(':=', 1)[0] not in declared]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, declared, n=3)
+        if close:
+            hints.append(f'{name}: did you mean {" or ".join(close)}?')
+    raise UndeclaredArgument(
+        f'launch argument(s) {", ".join(unknown)} not declared by {files[0]} '
+        f'(nor {files[1]}); {" ".join(hints) + " " if hints else ""}'
+        f'the declared arguments are: {", ".join(declared)} '
+        '(`ros2 launch fastwam_action_expert '
+        f'{files[0]} --show-args` describes them)'
+    )
 
 
 def fail_on_error_exit(event, context):
@@ -59,8 +103,10 @@ def node_launch_description(executable, node_name, params_yaml, parameters):
     becomes a launch argument of that name with an empty default, which
     leaves the parameter to the params file.
     """
+    declared = ['params_file', 'node_name', 'namespace', 'log_level'] + [n for n, _ in parameters]
 
     def launch_node(context):
+        check_arguments(context.argv, sys.argv, launch_files(params_yaml), declared)
         # Launch arguments reach the node as `-p name:=value` rules, as
         # given: the node reads each value with ROS's YAML rules, and a bad
         # one (say steps:=abc) is reported against its rule, not against a
