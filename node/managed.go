@@ -244,8 +244,8 @@ func (m *Managed) Activate() error {
 	if err := m.node.Activate(); err != nil {
 		return m.fail(fmt.Errorf("activate: %w", err))
 	}
-	t := m.cfg.Params.Topics
-	m.log.Infof("active: %s + %s -> %s", t.KVCache, t.Context, t.Actions)
+	p := m.cfg.Params
+	m.log.Infof("active: %s + %s -> %s", p.KVInputTopic(), p.Topics.Context, p.Topics.Actions)
 	return nil
 }
 
