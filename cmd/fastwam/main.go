@@ -81,6 +81,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fastwam: %v\n", err)
 		os.Exit(2)
 	}
+	surviveClosedOutput()
 	h := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam", Grace: grace})
 	code := run(h.Context(), args, os.Stdout, os.Stderr)
 	h.Stop()
