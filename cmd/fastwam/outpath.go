@@ -123,9 +123,9 @@ func checkParent(flagName, path string) error {
 // longer run (removeStaleTemps).
 func writeFile(path string, write func(io.Writer) error) (err error) {
 	removeStaleTemps(path, proc.Alive)
-	perm := os.FileMode(0o666)
+	perm, replacing := os.FileMode(0o666), false
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
-		perm = st.Mode().Perm()
+		perm, replacing = st.Mode().Perm(), true
 	}
 	tmp, err := createTemp(path, perm)
 	if err != nil {
@@ -138,7 +138,7 @@ func writeFile(path string, write func(io.Writer) error) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if perm != 0o666 { // a replaced file's permissions, whatever the umask
+	if replacing { // the replaced file's permissions, whatever the umask
 		if err := tmp.Chmod(perm); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}

@@ -83,6 +83,15 @@ func TestWriteFileMode(t *testing.T) {
 	if st, err := os.Stat(j); err != nil || st.Mode().Perm() != 0o664 {
 		t.Errorf("new file under umask 002: mode %v (%v), want -rw-rw-r--", st.Mode(), err)
 	}
+	if err := os.Chmod(j, 0o666); err != nil { // kept even where the umask would clear bits
+		t.Fatal(err)
+	}
+	if err := writeFile(j, func(w io.Writer) error { _, err := io.WriteString(w, "[]"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(j); err != nil || st.Mode().Perm() != 0o666 {
+		t.Errorf("replaced file: mode %v (%v), want its old -rw-rw-rw-", st.Mode(), err)
+	}
 	if err := os.Chmod(j, 0o604); err != nil {
 		t.Fatal(err)
 	}
