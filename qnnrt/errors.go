@@ -5,6 +5,22 @@ import (
 	"fmt"
 )
 
+// LoadError is a QNN library the dynamic loader could not load: which one,
+// the path or soname it was given, and the loader's reason. Its text is
+// `qnnrt: load <library> library "<path>": <reason>`.
+type LoadError struct {
+	Library string // "backend", "system" or "rpcmem"
+	Path    string // as given: a file path, or a bare name the dynamic loader searches for
+	Err     error  // the loader's error (dlerror's text)
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("qnnrt: load %s library %q: %v", e.Library, e.Path, e.Err)
+}
+
+// Unwrap returns the loader's error.
+func (e *LoadError) Unwrap() error { return e.Err }
+
 // Error is a failed QNN call: the operation, the QNN error code (the low 16
 // bits of the returned Qnn_ErrorHandle_t), the code's name, the text the
 // library gives for it and the reason the library logged.

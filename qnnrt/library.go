@@ -203,7 +203,7 @@ func (l *Library) SystemProvider() Provider { return l.sysProvider }
 func dlopen(what, path string) (uintptr, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		return 0, fmt.Errorf("qnnrt: load %s library %q: %w", what, path, err)
+		return 0, &LoadError{Library: what, Path: path, Err: err}
 	}
 	return h, nil
 }

@@ -164,6 +164,10 @@ func TestOpenFailures(t *testing.T) {
 				t.Errorf("%s: error %q lacks %q", tc.name, err, s)
 			}
 		}
+		var le *LoadError
+		if strings.HasPrefix(tc.want[0], "load ") && (!errors.As(err, &le) || "load "+le.Library+" library" != tc.want[0] || le.Path != tc.opts.BackendPath && le.Path != tc.opts.SystemPath) {
+			t.Errorf("%s: error %q is not a *LoadError naming the library and its path (%+v)", tc.name, err, le)
+		}
 	}
 	fk.FailCall("QnnInterface_getProviders", 1002, 1)
 	if _, err := Open(libOpts(fk)); err == nil || !strings.Contains(err.Error(), "QNN_COMMON_ERROR_MEM_ALLOC (1002)") {

@@ -222,8 +222,10 @@ func (r *logRouter) unregister(s *logSink) {
 // logSink is one Library's end of the log router: it keeps the last ERROR
 // lines (for error messages) and passes lines on to Options.LogSink. ERROR
 // lines always pass: in a flood they are the root cause a user needs. The
-// other levels each have a budget of limit lines a second of their own, so
-// a flood of DEBUG lines cannot crowd out a WARN.
+// other levels of the enum each have a budget of limit lines a second of
+// their own, so a flood of DEBUG lines cannot crowd out a WARN; every raw
+// value outside the enum shares one budget (budgetOf), so a library cannot
+// multiply the limit by sending each line at a level of its own.
 type logSink struct {
 	out   func(LogLine) // nil: lines are only kept for errors
 	limit int           // lines per second and level; negative = unlimited
@@ -234,8 +236,21 @@ type logSink struct {
 	mu         sync.Mutex
 	recent     [errorRing]string // the last ERROR lines; line n (1-based) at recent[n%errorRing]
 	window     time.Time         // start of the current one-second window
-	inWindow   map[LogLevel]int  // lines delivered in it, per level
-	suppressed map[LogLevel]int  // lines dropped in it, per level
+	inWindow   map[LogLevel]int  // lines delivered in it, per budget (budgetOf)
+	suppressed map[LogLevel]int  // lines dropped in it, per budget (budgetOf)
+}
+
+// otherLevels is the one budget of every level outside QNN's enum; it is
+// not itself a level a library can send (the enum starts at 1).
+const otherLevels LogLevel = -1 << 31
+
+// budgetOf returns the budget a line of level l counts against: its own
+// level within QNN's enum, otherLevels for any other value.
+func budgetOf(l LogLevel) LogLevel {
+	if l < LogError || l > LogDebug {
+		return otherLevels
+	}
+	return l
 }
 
 func newLogSink(out func(LogLine), perSecond int) *logSink {
@@ -267,11 +282,12 @@ func (s *logSink) deliver(line LogLine) {
 		s.window = now
 		clear(s.inWindow)
 	}
-	pass := line.Level == LogError || s.limit < 0 || s.inWindow[line.Level] < s.limit
+	b := budgetOf(line.Level)
+	pass := line.Level == LogError || s.limit < 0 || s.inWindow[b] < s.limit
 	if pass {
-		s.inWindow[line.Level]++
+		s.inWindow[b]++
 	} else {
-		s.suppressed[line.Level]++
+		s.suppressed[b]++
 	}
 	s.mu.Unlock()
 	if summary != nil {
@@ -288,21 +304,13 @@ func (s *logSink) deliver(line LogLine) {
 func (s *logSink) summaryLocked() *LogLine {
 	var parts []string
 	total := 0
-	for l := LogWarn; l <= LogDebug+1; l++ {
-		n := s.suppressed[l]
-		if l == LogDebug+1 { // levels outside the enum
-			n = 0
-			for k, v := range s.suppressed {
-				if k < LogWarn || k > LogDebug {
-					n += v
-				}
-			}
-		}
+	for _, b := range []LogLevel{LogWarn, LogInfo, LogVerbose, LogDebug, otherLevels} {
+		n := s.suppressed[b]
 		if n == 0 {
 			continue
 		}
-		name := l.String()
-		if l == LogDebug+1 {
+		name := b.String()
+		if b == otherLevels {
 			name = "other-level"
 		}
 		parts = append(parts, fmt.Sprintf("%d %s", n, name))

@@ -201,6 +201,40 @@ func TestLogErrorInError(t *testing.T) {
 	}
 }
 
+// TestLogRateLimitOtherLevels checks that levels outside QNN's enum share
+// one budget: a library sending each line at a raw level of its own (0,
+// 6, 7, …, negative) gets limit lines a second in all, not limit per value.
+func TestLogRateLimitOtherLevels(t *testing.T) {
+	var got []LogLine
+	s := newLogSink(func(l LogLine) { got = append(got, l) }, 3)
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	levels := []LogLevel{0, -1, 6, 7, 1 << 20, -1 << 31, 1<<31 - 1}
+	for i := range 100 {
+		l := LogLevel(6 + i)
+		if i < len(levels) {
+			l = levels[i]
+		}
+		s.deliver(LogLine{Level: l, Text: fmt.Sprint(i)})
+	}
+	s.deliver(LogLine{Level: LogDebug, Text: "debug"}) // the enum's levels keep their own budgets
+	if len(got) != 4 || got[0].Text != "0" || got[2].Text != "2" || got[3].Text != "debug" {
+		texts := make([]string, 0, 8)
+		for _, l := range got[:min(len(got), 8)] {
+			texts = append(texts, l.Text)
+		}
+		t.Fatalf("delivered %d lines %q…, want lines 0, 1, 2 (one budget of 3 for every level outside the enum) and the DEBUG line", len(got), texts)
+	}
+	if len(s.inWindow) != 2 || len(s.suppressed) != 1 {
+		t.Errorf("%d budgets in use and %d with drops, want 2 and 1: the maps grow with the raw levels sent", len(s.inWindow), len(s.suppressed))
+	}
+	got = nil
+	s.flush()
+	if len(got) != 1 || !strings.HasPrefix(got[0].Text, "qnnrt: suppressed 97 QNN log lines (97 other-level;") {
+		t.Errorf("flush delivered %+v, want one summary of 97 other-level lines", got)
+	}
+}
+
 // TestLogRateLimit checks the per-second budget of each level, that ERROR
 // lines are never suppressed, and the summary of what was, with a
 // controlled clock.

@@ -65,32 +65,59 @@ func TestRealSaverProfiling(t *testing.T) {
 }
 
 // TestRealHtpQemuLogging: Qualcomm's x86 HTP emulator backend logs through
-// the callback, its failure reasons reach the error, and the default vote
-// does not crash it (it refuses the DCVS part, so the RPC part, on which
-// it crashes, is not sent).
+// the callback, its failure reasons reach the error, and the vote does not
+// crash it. The emulator refuses the DCVS part of the vote (13003) and
+// crashes inside setPowerConfig on the RPC part, so: by default (the RPC
+// part is opt-in, SessionOptions.RPCVote) the only warning is the refused
+// DCVS part and the RPC part is off; asked for, the RPC part is still not
+// sent after the refused DCVS part, and the warning says so. TestPerfVoteParts
+// checks the same outcomes against the test double.
 func TestRealHtpQemuLogging(t *testing.T) {
 	path := realLib(t, "libQnnHtpQemu.so")
 	t.Setenv("QNN_HTP_QEMU_ARGS", "-none") // without it deviceCreate forks an emulator and waits for it
 	t.Chdir(t.TempDir())
-	l, c := openReal(t, path)
-	g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
-	_, err := l.NewSession(t.Context(), SessionOptions{ContextPath: writeBinary(t, actionBinary(g)), PerfMode: PerfBurst, LogLevel: int(LogDebug)})
-	if err == nil {
-		t.Fatal("the emulator loaded the test double's binary")
-	}
-	if !strings.Contains(err.Error(), "QNN log: QnnDsp <E> Serializer failed to get context blob.") {
-		t.Errorf("error %q lacks the logged root cause", err)
-	}
-	levels := map[LogLevel]int{}
-	for _, ln := range c.take() {
-		levels[ln.Level]++
-	}
-	for _, lv := range []LogLevel{LogError, LogWarn, LogInfo, LogVerbose, LogDebug} {
-		if levels[lv] == 0 {
-			t.Errorf("no %s line from the emulator (%v)", lv, levels)
-		}
-	}
-	if w := strings.Join(l.Warnings(), "\n"); !strings.Contains(w, "the RPC part is not sent") {
-		t.Errorf("warnings %q", w)
+	const dcvsRefused = "performance mode burst: the DCVS part of the vote (power mode, voltage corners, sleep latency) was not applied"
+	for _, tc := range []struct {
+		name     string
+		rpcVote  bool
+		want     []string // in the warnings
+		mustNot  string   // not in the warnings
+		checkLog bool
+	}{
+		{"default: RPC part off", false, []string{dcvsRefused}, "RPC part", true},
+		{"RPC vote asked for", true, []string{dcvsRefused, "; the RPC part is not sent after it"}, "the RPC part of the vote", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, c := openReal(t, path)
+			g := qnnfake.ActionStepGraph(qnnfake.DataTypeFloat32, smallDims())
+			_, err := l.NewSession(t.Context(), SessionOptions{ContextPath: writeBinary(t, actionBinary(g)),
+				PerfMode: PerfBurst, RPCVote: tc.rpcVote, LogLevel: int(LogDebug)})
+			if err == nil {
+				t.Fatal("the emulator loaded the test double's binary")
+			}
+			if !strings.Contains(err.Error(), "QNN log: QnnDsp <E> Serializer failed to get context blob.") {
+				t.Errorf("error %q lacks the logged root cause", err)
+			}
+			if tc.checkLog {
+				levels := map[LogLevel]int{}
+				for _, ln := range c.take() {
+					levels[ln.Level]++
+				}
+				for _, lv := range []LogLevel{LogError, LogWarn, LogInfo, LogVerbose, LogDebug} {
+					if levels[lv] == 0 {
+						t.Errorf("no %s line from the emulator (%v)", lv, levels)
+					}
+				}
+			}
+			w := strings.Join(l.Warnings(), "\n")
+			for _, want := range tc.want {
+				if !strings.Contains(w, want) {
+					t.Errorf("warnings %q lack %q", w, want)
+				}
+			}
+			if strings.Contains(w, tc.mustNot) {
+				t.Errorf("warnings %q mention %q", w, tc.mustNot)
+			}
+		})
 	}
 }

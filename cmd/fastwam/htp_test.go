@@ -103,6 +103,40 @@ func TestInspect(t *testing.T) {
 	}
 }
 
+// TestMissingQNNLibraryHint: without the QNN libraries, inspect and parity
+// -backend htp say which library was looked for, where, where it comes
+// from, and the flag (or LD_LIBRARY_PATH) that points at it.
+func TestMissingQNNLibraryHint(t *testing.T) {
+	lib, ctxPath, goldenPath := fakeContext(t)
+	dir := t.TempDir()
+	t.Setenv("LD_LIBRARY_PATH", dir)
+	absent := filepath.Join(dir, "libQnnHtp.so")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"inspect, soname", []string{"inspect", "-system-lib", "libQnnSystemAbsent.so", ctxPath}, []string{
+			`load system library "libQnnSystemAbsent.so"`,
+			"libQnnSystemAbsent.so (QNN's system library) was looked for by the dynamic loader in LD_LIBRARY_PATH (" + dir + "), the ld.so cache",
+			"QNN SDK (QAIRT)", "-system-lib <dir>/libQnnSystemAbsent.so", "or add its folder to LD_LIBRARY_PATH"}},
+		{"parity, backend path", []string{"parity", "-backend", "htp", "-context", ctxPath, "-golden", goldenPath,
+			"-backend-lib", absent, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path}, []string{
+			`load backend library "` + absent + `"`,
+			"libQnnHtp.so (QNN's backend library) was looked for at that path only", "-backend-lib <dir>/libQnnHtp.so"}},
+	} {
+		code, _, stderr := runCmd(t, tc.args...)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1: %s", tc.name, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+	}
+}
+
 // TestParityHTPLogsAndVote runs parity with the QNN log at DEBUG: the
 // library's formatted lines reach stderr with their level; -qnn-rpc-vote
 // false sends the DCVS part alone; a profiler that cannot be read marks

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,7 +81,7 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 		LogSink: qnnLogWriter(f.stderr), RPCVote: f.rpcVote,
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, "", withLoadHint(err)
 	}
 	buffers := "RAW buffers"
 	if b.SharedBuffers() {
@@ -120,7 +123,33 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if _, err := os.Stat(fs.Arg(0)); err != nil {
 		return err
 	}
-	return qnnrt.Inspect(stdout, fs.Arg(0), qnnrt.Options{SystemPath: *systemLib})
+	return withLoadHint(qnnrt.Inspect(stdout, fs.Arg(0), qnnrt.Options{SystemPath: *systemLib}))
+}
+
+// withLoadHint adds to an error from loading a QNN library
+// (*qnnrt.LoadError) what to do about it: where the library was looked
+// for, where it comes from, and the flag or environment variable that
+// points at it. Other errors, and nil, are returned as they are.
+func withLoadHint(err error) error {
+	var le *qnnrt.LoadError
+	if !errors.As(err, &le) {
+		return err
+	}
+	name := filepath.Base(le.Path)
+	flagName := "-" + le.Library + "-lib" // -backend-lib, -system-lib, -rpcmem-lib
+	where := "at that path only"
+	fix := fmt.Sprintf("point %s at the file (%s <dir>/%s)", flagName, flagName, name)
+	if !strings.Contains(le.Path, "/") {
+		ldPath := os.Getenv("LD_LIBRARY_PATH")
+		if ldPath == "" {
+			ldPath = "unset"
+		}
+		where = fmt.Sprintf("by the dynamic loader in LD_LIBRARY_PATH (%s), the ld.so cache and /lib, /usr/lib", ldPath)
+		fix += " or add its folder to LD_LIBRARY_PATH"
+	}
+	return fmt.Errorf("%w\n  %s (QNN's %s library) was looked for %s. It comes with Qualcomm's QNN SDK (QAIRT), "+
+		"in lib/<target>/ (aarch64-oe-linux-gcc11.2 on the IQ-9075, x86_64-linux-clang on a PC), and is not installed with fastwam: "+
+		"%s (docs/deploy-iq9075.md)", err, name, le.Library, where, fix)
 }
 
 // closeBackend closes b and returns what closing reported: the HTP

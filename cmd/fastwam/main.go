@@ -17,7 +17,7 @@
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
 //	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
-//	fastwam version  [-json]            the module version and VCS revision of this binary
+//	fastwam version  [-json]            the module version and VCS revision of this binary (also -version, --version)
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
 // Help (fastwam help ..., fastwam <command> -h) goes to stdout with exit status 0;
@@ -81,6 +81,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fastwam: %v\n", err)
 		os.Exit(2)
 	}
+	surviveClosedOutput()
 	h := shutdown.Notify(context.Background(), shutdown.Options{Name: "fastwam", Grace: grace})
 	code := run(h.Context(), args, os.Stdout, os.Stderr)
 	h.Stop()
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		return help(ctx, args[1:], stdout, stderr)
+	case "-version", "--version": // the usual spellings of the version command
+		args = append([]string{"version"}, args[1:]...)
 	}
 	return dispatch(ctx, "fastwam", commands(), args, stdout, stderr)
 }

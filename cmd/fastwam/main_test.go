@@ -215,4 +215,13 @@ func TestVersion(t *testing.T) {
 	if code := run(context.Background(), []string{"version", "extra"}, &out, &errOut); code != 2 {
 		t.Errorf("fastwam version extra: exit %d, want 2", code)
 	}
+	// The usual spellings of a version flag run the version command.
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"--version", "-json"}} {
+		_, want, _ := runCmd(t, append([]string{"version"}, args[1:]...)...)
+		code, out, stderr := runCmd(t, args...)
+		if code != 0 || out != want || stderr != "" {
+			t.Errorf("fastwam %q: exit %d, stdout %q, stderr %q; want exit 0 and what the version command prints: %q",
+				args, code, out, stderr, want)
+		}
+	}
 }

@@ -6,8 +6,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/fastwam/actionexpert/internal/proc"
 )
 
 // Output paths are checked when the command starts, before any work, so a
@@ -103,18 +109,40 @@ func checkParent(flagName, path string) error {
 
 // writeFile writes path through write, atomically: into a temporary file
 // beside it, renamed over path only when write and the close succeeded,
-// so a reader (a CI system) never sees half a file.
+// so a reader (a CI system) never sees half a file. On every failure (an
+// error, a panic of write) the temporary file is removed.
+//
+// The file gets the mode os.Create would give it: a new file 0666 less the
+// umask (the temporary file is created with that mode, so the kernel
+// applies the umask), a replaced file its old permissions.
+//
+// The temporary file is named "." + base + ".tmp-" + pid + "-" + random
+// (tempPrefix). A process killed outright (SIGKILL, the forced exit of a
+// second signal, a power cut) leaves it behind; so before writing,
+// writeFile removes the temporary files of path left by processes that no
+// longer run (removeStaleTemps).
 func writeFile(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	removeStaleTemps(path, proc.Alive)
+	perm, replacing := os.FileMode(0o666), false
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		perm, replacing = st.Mode().Perm(), true
+	}
+	tmp, err := createTemp(path, perm)
 	if err != nil {
 		return err
 	}
+	renamed := false
 	defer func() {
-		if err != nil {
+		if !renamed {
 			tmp.Close()
 			os.Remove(tmp.Name())
 		}
 	}()
+	if replacing { // the replaced file's permissions, whatever the umask
+		if err := tmp.Chmod(perm); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	if err := write(w); err != nil {
 		return err
@@ -128,5 +156,66 @@ func writeFile(path string, write func(io.Writer) error) (err error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	renamed = true
 	return nil
+}
+
+// tempPrefix is the start of the names of path's temporary files: "." +
+// its base name + ".tmp-"; this process's go on with its pid and "-".
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp-" }
+
+// createTemp creates a new temporary file for path in path's folder, with
+// mode perm less the umask, named tempPrefix + pid + "-" + a random number.
+func createTemp(path string, perm os.FileMode) (*os.File, error) {
+	dir := filepath.Dir(path)
+	prefix := fmt.Sprintf("%s%d-", tempPrefix(path), os.Getpid())
+	for range 100 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, fmt.Errorf("write %s: could not create a temporary file %s* in %s: 100 names taken", path, prefix, dir)
+}
+
+// removeStaleTemps removes the temporary files of path that a writer left
+// behind when it was killed: regular files (not links) of this user in
+// path's folder named tempPrefix(path) + pid + "-" + digits whose pid alive
+// says no longer runs. Names of other kinds, other users' files, and the
+// files of running processes (this one included) are left alone, as is
+// anything it cannot remove: the write goes on regardless.
+func removeStaleTemps(path string, alive func(pid int) bool) {
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // creating the temporary file reports the problem
+	}
+	prefix := tempPrefix(path)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		digits, random, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(digits)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || !allDigits(digits) || !allDigits(random) {
+			continue
+		}
+		name := filepath.Join(dir, e.Name())
+		st, err := os.Lstat(name)
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != os.Getuid() || alive(pid) {
+			continue
+		}
+		os.Remove(name)
+	}
+}
+
+// allDigits reports whether s is a non-empty run of ASCII digits.
+func allDigits(s string) bool {
+	return s != "" && strings.TrimLeft(s, "0123456789") == ""
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fastwam/actionexpert/internal/shutdown"
@@ -34,4 +37,16 @@ func globalFlags(args []string) (rest []string, grace time.Duration, err error) 
 		grace = d
 	}
 	return args, grace, nil
+}
+
+// surviveClosedOutput keeps a closed stdout or stderr (`fastwam … 2>&1 |
+// head`) from killing the process. By default a Go program dies of SIGPIPE
+// when a write to fd 1 or 2 finds the pipe closed; a long command (weights
+// make, bag make) would then stop half way, its deferred clean-up not run.
+// With SIGPIPE routed to a channel (never read: the signal is only
+// discarded) such a write fails with EPIPE instead, and the command goes on
+// and finishes its work. A handled signal, unlike an ignored one, is reset
+// to its default in the child processes fastwam starts.
+func surviveClosedOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
