@@ -12,7 +12,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/asyncsim"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/replay"
 )
 

@@ -43,7 +43,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/executor"
 )
 
 // Defaults of Options.

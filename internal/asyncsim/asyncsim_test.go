@@ -17,7 +17,7 @@ import (
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/executor"
 )
 
 const (

@@ -52,7 +52,7 @@ func TestSROS2PolicyCoversExecutor(t *testing.T) {
 				t.Fatalf("the executor did not subscribe to %s (subscribed %v)", chunks, tr.used.Subscribe)
 			}
 			tr.used.Publish = append(tr.used.Publish, "/rosout")
-			launchtest.CheckGrants(t, "../../launch/security/policy.xml", "/fastwam/executor", "fastwam_executor", tr.used)
+			launchtest.CheckGrants(t, "../launch/security/policy.xml", "/fastwam/executor", "fastwam_executor", tr.used)
 		})
 	}
 }

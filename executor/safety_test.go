@@ -11,7 +11,7 @@ import (
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/executor"
 )
 
 // TestNothingUnsafeReachesTheExecutor runs the node (CPU reference
