@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/actions"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/executor"
 )
 
 // TestNothingUnsafeReachesTheExecutor runs the node (CPU reference

@@ -24,9 +24,9 @@ import (
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
 	"github.com/fastwam/actionexpert/node/rostime"
 )

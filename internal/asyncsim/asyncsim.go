@@ -40,10 +40,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/executor"
 )
 
 // Defaults of Options.

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/executor"
 )
 
 const (
