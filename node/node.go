@@ -30,8 +30,8 @@ import (
 	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // Logger receives the node's log lines. The rclgo adapter logs through the

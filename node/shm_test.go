@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // shmHarness is a node on kv_transport shm with a producer's segment.
