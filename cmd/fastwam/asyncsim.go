@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fastwam/actionexpert/asyncsim"
 	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/internal/asyncsim"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/replay"
 )
