@@ -15,6 +15,7 @@ import (
 	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 const fqn = "/fastwam_executor"
@@ -132,7 +133,7 @@ func TestLaunchFiles(t *testing.T) {
 	}
 	// The file's section is /**, so the action expert, given it, skips the
 	// executor's own parameters (as rclcpp does) and names them.
-	np := node.DefaultParams()
+	np := params.Default()
 	var ignored []string
 	if err := np.ApplyParamsYAML(got, "/fastwam_action_expert", rosparam.ReportIgnored(func(_ string, names []string) { ignored = names })); err != nil {
 		t.Errorf("the action expert refused the executor's /** params file: %v", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
@@ -37,7 +38,7 @@ func (n *namingTransport) Advertise(t node.Topic) (node.Publisher, error) {
 // policy grants the /fastwam/executor enclave every topic it used: under
 // ROS_SECURITY_STRATEGY=Enforce a missing grant makes it exit 1.
 func TestSROS2PolicyCoversExecutor(t *testing.T) {
-	for _, chunks := range []string{DefaultParams().Topics.Chunks, node.DefaultParams().Actions.Topic} {
+	for _, chunks := range []string{DefaultParams().Topics.Chunks, params.Default().Actions.Topic} {
 		t.Run(chunks, func(t *testing.T) {
 			p := DefaultParams()
 			p.Topics.Chunks = chunks
