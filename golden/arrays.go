@@ -55,7 +55,7 @@ func ParseArrays(ctx context.Context, name string, b []byte, keys ...string) (ma
 // LoadTinyArrays is ParseArrays on one of the embedded tiny files (see
 // Tiny).
 func LoadTinyArrays(ctx context.Context, name string, keys ...string) (map[string]Array, error) {
-	b, err := fs.ReadFile(tiny, name)
+	b, err := fs.ReadFile(Tiny(), name)
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}

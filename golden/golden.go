@@ -22,11 +22,9 @@ import (
 	"strings"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden/tiny"
 	"github.com/fastwam/actionexpert/internal/regfile"
 )
-
-//go:embed tiny/*.npz tiny/*.safetensors tiny/config.json
-var tiny embed.FS
 
 //go:embed regression/metadata.yaml regression/*.mcap
 var regression embed.FS
@@ -36,8 +34,30 @@ var regression embed.FS
 // (f32), weights_bf16.safetensors (bf16 under the checkpoint prefix),
 // weights_f16.safetensors, config.json and rtc_chunks.npz (a chain of
 // real-time chunking chunks from golden/make_rtc_golden.py, read with
-// LoadTinyArrays), all under the directory "tiny".
-func Tiny() fs.FS { return tiny }
+// LoadTinyArrays), all under the directory "tiny". The files are package
+// golden/tiny's.
+func Tiny() fs.FS { return tinyDir{} }
+
+// tinyDir serves package tiny's files under the directory "tiny", the names
+// golden's callers and messages use ("tiny/case_all.npz"). Any other name,
+// "." included, does not exist.
+type tinyDir struct{}
+
+// Open opens name, which must be "tiny" or a name under it.
+func (tinyDir) Open(name string) (fs.File, error) {
+	rest, ok := strings.CutPrefix(name, "tiny/")
+	if name == "tiny" {
+		rest, ok = ".", true
+	}
+	if !ok || !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	f, err := tiny.FS().Open(rest)
+	if pe, isPath := err.(*fs.PathError); isPath {
+		pe.Path = name
+	}
+	return f, err
+}
 
 // RegressionBag is the embedded regression bag: the rosbag2 folder
 // "regression" (metadata.yaml and regression_0.mcap) that
@@ -131,7 +151,7 @@ func LoadInputs(ctx context.Context, path string) (*Case, error) {
 
 // LoadTiny reads one of the embedded tiny cases (see TinyCases).
 func LoadTiny(ctx context.Context, name string) (*Case, error) {
-	b, err := fs.ReadFile(tiny, name)
+	b, err := fs.ReadFile(Tiny(), name)
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}

@@ -20,7 +20,7 @@ backend (withdrawing the HTP performance vote) and exits.
 
 from fastwam_action_expert.launching import node_launch_description
 
-# Every parameter of the node (node.ParamNames() in the Go package; a Go
+# Every parameter of the node (params.Names() in the Go package node/params; a Go
 # test checks that this list matches), with its description.
 PARAMETERS = [
     ('backend', 'step backend: htp or cpu'),

@@ -23,7 +23,7 @@ diagnostics report and exits.
 from fastwam_action_expert.launching import node_launch_description
 
 # Every parameter of the executor (executor.ParamNames() in the Go package
-# node/executor; a Go test checks that this list matches), with its
+# executor; a Go test checks that this list matches), with its
 # description.
 PARAMETERS = [
     ('control_period', "seconds between two executed actions; every chunk's dt must equal it"),

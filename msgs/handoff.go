@@ -93,7 +93,7 @@ func (m *KVHandoff) AppendCDR(dst []byte) ([]byte, error) {
 }
 
 // UnmarshalCDR decodes a CDR message into m, which is left unchanged on
-// error. Nothing in it is checked against a segment: see node/kvshm.
+// error. Nothing in it is checked against a segment: see kvshm.
 func (m *KVHandoff) UnmarshalCDR(data []byte) error {
 	var v KVHandoff
 	if err := v.UnmarshalCDRReuse(data); err != nil {

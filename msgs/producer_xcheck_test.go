@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/internal/testenv"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // The Python producer kit (python/fastwam_action_expert/producer.py) has its own CDR writer,
@@ -302,7 +302,7 @@ print(oct(os.stat(p.path).st_mode & 0o777))
 `
 
 // TestProducerShmMatchesReader: the kit's segment and KVHandoff are read by the node's
-// reader (node/kvshm) as the tensors the kit was given, in f32 and f16, mode 0600.
+// reader (kvshm) as the tensors the kit was given, in f32 and f16, mode 0600.
 func TestProducerShmMatchesReader(t *testing.T) {
 	python := pythonWithNumpy(t)
 	dir := pythonDir(t)

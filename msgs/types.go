@@ -64,7 +64,7 @@ type SharedTensor struct {
 }
 
 // KVHandoff is fastwam_action_expert/KVHandoff: a VideoKVCache whose
-// tensors are in a slot of a shared-memory segment (package node/kvshm).
+// tensors are in a slot of a shared-memory segment (package kvshm).
 type KVHandoff struct {
 	Header             Header
 	Seq                uint64

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // TestRunAutostartedFailureExits: with autostart, a configure that fails
@@ -32,7 +33,7 @@ func TestRunAutostartedFailureExits(t *testing.T) {
 			p := testParams()
 			p.SelfTest.Golden = c.golden
 			bus := NewBus()
-			open := func(context.Context, Params) (expert.Backend, error) { return newTestBackend(tinyDims()), nil }
+			open := func(context.Context, params.Params) (expert.Backend, error) { return newTestBackend(tinyDims()), nil }
 			m, err := NewManaged(ManagedConfig{Params: p, Open: open, Name: "/fastwam_action_expert", Tick: make(chan time.Time)}, bus)
 			if err != nil {
 				t.Fatal(err)

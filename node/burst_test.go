@@ -14,6 +14,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // BenchmarkHostPathBurst feeds the node full-size pairs through the
@@ -33,8 +34,8 @@ func BenchmarkHostPathBurst(b *testing.B) {
 	fk.SetEmptyExecute(true)
 	be, path := openFakeHTP(b, fk, d, qnnfake.DataTypeFloat32)
 	defer be.Close()
-	p := DefaultParams()
-	p.Backend, p.HTP.ContextBinary = BackendHTP, path
+	p := params.Default()
+	p.Backend, p.HTP.ContextBinary = params.BackendHTP, path
 	p.SelfTest.Skip, p.MaxInputAge = true, 0
 	bus := NewBus()
 	out := make(chan struct{}, 1024)

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // DiagnosticName is the diagnostic status name of the node under its
 // default name, StatusName(DefaultNodeName).
-const DiagnosticName = DefaultNodeName + ": action expert"
+const DiagnosticName = params.DefaultNodeName + ": action expert"
 
 // diagLoop publishes the diagnostics at every tick and expires inputs that
 // waited too long for a partner.
@@ -188,7 +189,7 @@ func (n *Node) diagnostics(now time.Time) msgs.DiagnosticArray {
 
 // appendActions reports the actions.* post-processing: its mode, the
 // chunks refused by reason and the executable chunks clamped.
-func appendActions(kv []msgs.KeyValue, p Params, s Snapshot) []msgs.KeyValue {
+func appendActions(kv []msgs.KeyValue, p params.Params, s Snapshot) []msgs.KeyValue {
 	a := p.Actions.Post
 	if !a.Enabled() {
 		return append(kv, msgs.KeyValue{Key: "actions", Value: "off"})
@@ -226,9 +227,9 @@ func appendQuantiles(kv []msgs.KeyValue, name string, q Quantiles) []msgs.KeyVal
 // appendRTC adds the real-time chunking state: the parameters, the chunks
 // tied to their predecessor, the resets by reason and s and d of the last
 // tied chunk. They are reported in every state of the node.
-func appendRTC(kv []msgs.KeyValue, p Params, s Snapshot) []msgs.KeyValue {
+func appendRTC(kv []msgs.KeyValue, p params.Params, s Snapshot) []msgs.KeyValue {
 	delay := "auto"
-	if p.RTC.InferenceDelay != AutoDelay {
+	if p.RTC.InferenceDelay != params.AutoDelay {
 		delay = strconv.Itoa(p.RTC.InferenceDelay)
 	}
 	kv = append(kv,

@@ -8,8 +8,9 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // The shared-memory hand-off end to end (docs/shm.md): the producer's
@@ -47,8 +48,8 @@ func newHandoff(tb testing.TB, d expert.Dims, slots int) *handoff {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { w.Close() })
-	hp := newHostPath(tb, d, qnnfake.DataTypeFloat32, msgs.DTypeFloat32, func(p *Params) {
-		p.KVTransport, p.SHM.Dir = KVTransportSHM, dir
+	hp := newHostPath(tb, d, qnnfake.DataTypeFloat32, msgs.DTypeFloat32, func(p *params.Params) {
+		p.KVTransport, p.SHM.Dir = params.KVTransportSHM, dir
 	})
 	ts, err := w.Place([]uint8{msgs.DTypeFloat32, msgs.DTypeFloat32}, in.kv.Keys.Shape, in.kv.Values.Shape)
 	if err != nil {

@@ -8,13 +8,14 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // testParams are the defaults with the CPU backend named (the tests inject
 // the backend itself), 3 steps, and no age limit.
-func testParams() Params {
-	p := DefaultParams()
-	p.Backend = BackendCPU
+func testParams() params.Params {
+	p := params.Default()
+	p.Backend = params.BackendCPU
 	p.CPU.Weights = "injected-by-the-test"
 	p.Steps = 3
 	p.MaxInputAge = 0
@@ -44,7 +45,7 @@ func withMono(c *fakeClock) harnessOpt     { return func(cfg *Config) { cfg.Mono
 func withGolden(g *golden.Case) harnessOpt { return func(cfg *Config) { cfg.Golden = g } }
 
 // newHarness creates the node and starts Run.
-func newHarness(t *testing.T, p Params, b expert.Backend, opts ...harnessOpt) *harness {
+func newHarness(t *testing.T, p params.Params, b expert.Backend, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{
 		t: t, bus: NewBus(), log: &captureLogger{}, tick: make(chan time.Time),

@@ -316,3 +316,12 @@ func openFakeHTP(tb testing.TB, lib *qnnfake.Lib, d expert.Dims, graphType uint3
 	}
 	return b, path
 }
+
+// fqn is the node's fully qualified name in the tests.
+const fqn = "/fastwam_action_expert"
+
+// ros wraps rules in --ros-args ... -- with a non-ROS argument on each side
+// (as package params' tests do).
+func ros(rules ...string) []string {
+	return append(append([]string{"--verbose", "--ros-args"}, rules...), "--", "-p", "steps:=999")
+}

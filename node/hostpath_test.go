@@ -12,6 +12,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // The host path of one chunk, end to end: serialized VideoKVCache and
@@ -108,7 +109,7 @@ func (l failLog) send(line string) {
 // the messages with tensors of type wire (msgs.DTypeFloat32 or
 // DTypeFloat16), and starts the node with 10 steps; opts adjust the
 // parameters.
-func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opts ...func(*Params)) *hostPath {
+func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opts ...func(*params.Params)) *hostPath {
 	tb.Helper()
 	fk := qnnfake.New(tb, qnnfake.Variant{})
 	fk.SetEmptyExecute(true)
@@ -121,8 +122,8 @@ func newHostPath(tb testing.TB, d expert.Dims, graphType uint32, wire uint8, opt
 	if !b.SharedBuffers() {
 		tb.Fatal("the test double did not give shared buffers")
 	}
-	p := DefaultParams()
-	p.Backend, p.HTP.ContextBinary = BackendHTP, path
+	p := params.Default()
+	p.Backend, p.HTP.ContextBinary = params.BackendHTP, path
 	p.SelfTest.Skip, p.MaxInputAge = true, 0
 	for _, o := range opts {
 		o(&p)
@@ -338,7 +339,7 @@ func TestHostPathSmall(t *testing.T) {
 	// two control periods apart, so every chunk after the first is tied
 	// to its predecessor (the auto delay sorts the latency window).
 	for _, mode := range []expert.RTCMode{expert.RTCReplace, expert.RTCGuided} {
-		h := newHostPath(t, tinyDims(), qnnfake.DataTypeFloat32, msgs.DTypeFloat32, func(p *Params) { p.RTC.Mode = mode })
+		h := newHostPath(t, tinyDims(), qnnfake.DataTypeFloat32, msgs.DTypeFloat32, func(p *params.Params) { p.RTC.Mode = mode })
 		h.small(t, "rtc "+mode.String())
 		if s := h.node.Stats(); s.RTCChunks != s.Out-1 {
 			t.Errorf("rtc %v: %d of %d chunks tied, want all but the first", mode, s.RTCChunks, s.Out)

@@ -13,6 +13,7 @@ import (
 	"github.com/fastwam/actionexpert/expert/htp"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // fakeStep is an expert.Backend that computes what the QNN test double's
@@ -58,7 +59,7 @@ func TestEndToEndHTPTestDouble(t *testing.T) {
 	}
 
 	p := testParams()
-	p.Backend, p.HTP.ContextBinary, p.CPU.Weights = BackendHTP, path, ""
+	p.Backend, p.HTP.ContextBinary, p.CPU.Weights = params.BackendHTP, path, ""
 	p.NoiseSeed = 11
 	h := newHarness(t, p, b)
 	h.waitState(StateActive)
@@ -132,7 +133,7 @@ func TestHTPInputsRejectAsBefore(t *testing.T) {
 			}
 			defer b.Close()
 			p := testParams()
-			p.Backend, p.HTP.ContextBinary, p.CPU.Weights = BackendHTP, path, ""
+			p.Backend, p.HTP.ContextBinary, p.CPU.Weights = params.BackendHTP, path, ""
 			base := time.Unix(1_700_000_000, 0)
 			wire := func(in inputs) inputs {
 				if tc.wire == msgs.DTypeFloat16 {

@@ -10,12 +10,8 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/buildinfo"
+	"github.com/fastwam/actionexpert/node/params"
 )
-
-// DefaultNodeName is the node's fully qualified name when Config.Name is
-// empty: the package's launch files start it under this name in the root
-// namespace.
-const DefaultNodeName = "/fastwam_action_expert"
 
 // StatusName is the diagnostic status name of the action expert whose
 // fully qualified name is fqn (for example "/arm_left/fastwam_action_expert:
@@ -23,7 +19,7 @@ const DefaultNodeName = "/fastwam_action_expert"
 // /diagnostics; an empty fqn is DefaultNodeName.
 func StatusName(fqn string) string {
 	if fqn == "" {
-		fqn = DefaultNodeName
+		fqn = params.DefaultNodeName
 	}
 	return fqn + ": action expert"
 }
@@ -49,7 +45,7 @@ func hardwareID(b expert.Backend, name string) string {
 			return id
 		}
 	}
-	if name == BackendCPU {
+	if name == params.BackendCPU {
 		return "cpu: " + CPUModel()
 	}
 	return name

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Two instances in one launch (two arms) publish distinct status names,
@@ -34,10 +35,10 @@ func (hardwareBackend) HardwareID() string { return "htp: SoC model 57, DSP arch
 
 func TestHardwareID(t *testing.T) {
 	b := newTestBackend(tinyDims())
-	if got := hardwareID(hardwareBackend{b}, BackendHTP); got != "htp: SoC model 57, DSP arch v75" {
+	if got := hardwareID(hardwareBackend{b}, params.BackendHTP); got != "htp: SoC model 57, DSP arch v75" {
 		t.Errorf("reported device: %q", got)
 	}
-	if got := hardwareID(b, BackendCPU); got != "cpu: "+CPUModel() || got == "cpu: " {
+	if got := hardwareID(b, params.BackendCPU); got != "cpu: "+CPUModel() || got == "cpu: " {
 		t.Errorf("cpu device: %q", got)
 	}
 	for _, c := range []struct{ text, want string }{

@@ -14,6 +14,7 @@ import (
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 var update = flag.Bool("update", false, "rewrite launch/action_expert.params.yaml from the defaults")
@@ -30,7 +31,7 @@ const paramsHeader = `# Parameters of the Fast-WAM action-expert node (package f
 // the params file is the rendering of the defaults, and both launch files
 // declare every parameter as an argument.
 func TestLaunchFiles(t *testing.T) {
-	p := DefaultParams()
+	p := params.Default()
 	want := append([]byte(paramsHeader), p.ParamsYAML("/**")...)
 	const path = "../launch/action_expert.params.yaml"
 	if *update {
@@ -43,14 +44,14 @@ func TestLaunchFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is not the rendering of DefaultParams; run go test ./node -run TestLaunchFiles -update", path)
+		t.Errorf("%s is not the rendering of params.Default; run go test ./node -run TestLaunchFiles -update", path)
 	}
-	q := DefaultParams()
+	q := params.Default()
 	if err := q.ApplyParamsYAML(got, "/fastwam_action_expert"); err != nil {
 		t.Errorf("%s: %v", path, err)
 	}
 
-	launchtest.CheckArgs(t, "../launch/action_expert.launch.py", "../launch/action_expert.launch.xml", ParamNames())
+	launchtest.CheckArgs(t, "../launch/action_expert.launch.py", "../launch/action_expert.launch.xml", params.Names())
 
 	// The Python launch file builds its description with the package's
 	// shared module, which CMakeLists.txt installs beside the messages.
@@ -84,7 +85,7 @@ func TestLiberoParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := DefaultParams()
+	p := params.Default()
 	if err := p.ApplyParamsYAML(text, "/fastwam_action_expert"); err != nil {
 		t.Fatalf("libero.params.yaml: %v", err)
 	}
@@ -96,7 +97,7 @@ func TestLiberoParams(t *testing.T) {
 	}
 	const statsFile = "../actions/testdata/dataset_stats.json"
 	p.Actions.Post.Stats = statsFile
-	p.Backend, p.CPU.Weights = BackendCPU, "unused"
+	p.Backend, p.CPU.Weights = params.BackendCPU, "unused"
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // liveParams are the parameters that may change while the node runs
@@ -20,32 +21,16 @@ type liveParams struct {
 	maxInputAge    time.Duration
 	syncTimeout    time.Duration
 	controlPeriod  time.Duration
-	rtc            RTCParams
+	rtc            params.RTCParams
 	changed        []string // names, for the log
 	resetsRTCState bool
-}
-
-// LiveParams lists, sorted, the parameters that may change while the node
-// runs: each takes effect from the next chunk (the input checks of
-// max_input_age and sync.timeout from the next message). The others need
-// a reload: a managed node's cleanup, then configure.
-func LiveParams() []string {
-	return []string{"clip.max", "clip.min", "control_period", "dry_run", "max_input_age",
-		"rtc.execution_horizon", "rtc.inference_delay", "rtc.max_guidance", "rtc.mode", "rtc.schedule",
-		"shift", "steps", "sync.timeout"}
-}
-
-// IsLive reports whether the parameter name may change while the node runs.
-func IsLive(name string) bool {
-	_, ok := slices.BinarySearch(LiveParams(), name)
-	return ok
 }
 
 // UpdateLive makes the node use the live parameters of p (see
 // LiveParams) from its next chunk on; p's other parameters are ignored.
 // Values the node cannot use (an action bound of the wrong length, a
 // horizon beyond the chunk) are an error and change nothing.
-func (n *Node) UpdateLive(p Params) error {
+func (n *Node) UpdateLive(p params.Params) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}

@@ -13,14 +13,15 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node/lifecycle"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Opener opens the backend that p names: backends.Open in the binaries.
-type Opener func(ctx context.Context, p Params) (expert.Backend, error)
+type Opener func(ctx context.Context, p params.Params) (expert.Backend, error)
 
 // ManagedConfig is what NewManaged needs besides the transport.
 type ManagedConfig struct {
-	Params Params
+	Params params.Params
 	Logger Logger           // nil discards the log
 	Now    func() time.Time // as Config.Now: ROS time (sim time with use_sim_time)
 	Mono   func() time.Time // as Config.Mono: latencies
@@ -76,7 +77,7 @@ type Managed struct {
 	robot   map[string]Publisher // executable-chunk publishers, by topic (managedTransport.Advertise)
 
 	pmu     sync.Mutex         // guards the fields below
-	p       Params             // the parameters the next configure uses
+	p       params.Params      // the parameters the next configure uses
 	lastErr string             // why the last transition failed
 	machine *lifecycle.Machine // set by Serve: the lifecycle state reported while unconfigured
 }
@@ -84,11 +85,8 @@ type Managed struct {
 // NewManaged validates the parameters and creates the node's publishers
 // and subscriptions on t. Nothing is loaded until Configure.
 func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
-	ignoredQoS, err := cfg.Params.ApplyQoSOverrides(namespaceOf(cfg.Name))
+	ignoredQoS, err := cfg.Params.Resolve(cfg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Params.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
 		return nil, err
 	}
 	if cfg.Open == nil {
@@ -108,14 +106,14 @@ func NewManaged(cfg ManagedConfig, t Transport) (*Managed, error) {
 	if m.actions, err = t.Advertise(Topic{Name: p.Topics.Actions, Type: msgs.TypeActionChunk, QoS: p.QoS.Actions}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Actions, err)
 	}
-	if m.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: DiagnosticsQoS()}); err != nil {
+	if m.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: params.DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
 	subscribe := t.Subscribe
 	if r, ok := t.(Recycler); ok {
 		subscribe, m.give = r.SubscribeRecycled, r.Recycle
 	}
-	if p.KVTransport == KVTransportSHM {
+	if p.KVTransport == params.KVTransportSHM {
 		// The Node subscribes to the descriptors without recycling
 		// (New): their buffers are not the transport's to take back.
 		if err := t.Subscribe(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff, QoS: p.QoS.KVCache}, m.forwardTo(&m.kv, nil)); err != nil {
@@ -152,7 +150,7 @@ func (m *Managed) forwardTo(h *atomic.Pointer[Handler], give func([]byte)) Handl
 }
 
 // Params returns the parameters the next configure uses.
-func (m *Managed) Params() Params {
+func (m *Managed) Params() params.Params {
 	m.pmu.Lock()
 	defer m.pmu.Unlock()
 	return m.p
@@ -375,8 +373,8 @@ type managedTransport struct{ m *Managed }
 func (t managedTransport) Subscribe(topic Topic, h Handler) error {
 	p := t.m.cfg.Params
 	switch {
-	case p.KVTransport == KVTransportSHM && topic.Name == p.SHM.Topic && topic.Type == msgs.TypeKVHandoff,
-		p.KVTransport != KVTransportSHM && topic.Name == p.Topics.KVCache:
+	case p.KVTransport == params.KVTransportSHM && topic.Name == p.SHM.Topic && topic.Type == msgs.TypeKVHandoff,
+		p.KVTransport != params.KVTransportSHM && topic.Name == p.Topics.KVCache:
 		t.m.kv.Store(&h)
 	case topic.Name == p.Topics.Context:
 		t.m.ctx.Store(&h)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // managedRig runs a Managed node on a Bus with test backends it counts.
@@ -31,7 +32,7 @@ type managedRig struct {
 	done    chan error
 }
 
-func newManagedRig(t *testing.T, p Params) *managedRig {
+func newManagedRig(t *testing.T, p params.Params) *managedRig {
 	t.Helper()
 	r := &managedRig{t: t, bus: NewBus(), log: &captureLogger{}, tick: make(chan time.Time),
 		chunks: make(chan msgs.ActionChunk, 64), diags: make(chan msgs.DiagnosticArray, 64), done: make(chan error, 1)}
@@ -58,7 +59,7 @@ func newManagedRig(t *testing.T, p Params) *managedRig {
 		default:
 		}
 	}))
-	open := func(ctx context.Context, p Params) (expert.Backend, error) {
+	open := func(ctx context.Context, p params.Params) (expert.Backend, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.openErr != nil {
@@ -301,5 +302,23 @@ func TestManagedSetParameters(t *testing.T) {
 	})
 	if err == nil || r.m.Params().Steps != 7 {
 		t.Fatalf("mixed set: %v, steps %d; want a refusal and steps 7", err, r.m.Params().Steps)
+	}
+}
+
+// TestNewManagedResolvesTopicsInItsName checks that NewManaged compares the
+// topic names resolved in the node's own name (the rules themselves are
+// package params' TestTopicParameters).
+func TestNewManagedResolvesTopicsInItsName(t *testing.T) {
+	p := params.Default()
+	p.Backend, p.CPU.Weights = params.BackendCPU, "unused.safetensors"
+	p.Topics.Context = "/action_chunk"
+	open := func(context.Context, params.Params) (expert.Backend, error) {
+		return nil, errors.New("not opened in this test")
+	}
+	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, NewBus()); err == nil || !strings.Contains(err.Error(), `"topics.context" and "topics.actions"`) {
+		t.Errorf("NewManaged with topics.context /action_chunk: %v", err)
+	}
+	if _, err := NewManaged(ManagedConfig{Params: p, Name: "/arm/fastwam_action_expert", Open: open}, NewBus()); err != nil {
+		t.Errorf("NewManaged in /arm with topics.context /action_chunk: %v", err)
 	}
 }

@@ -8,27 +8,20 @@ import (
 
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node/lifecycle"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/paramsrv"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
-// Topic names of the managed node's ROS interfaces besides its data
-// topics: the lifecycle's events (private to the node) and the parameter
-// events every ROS 2 node publishes.
-const (
-	TopicTransitionEvent = "~/" + lifecycle.TopicTransitionEvent
-	TopicParameterEvents = "/parameter_events"
-)
-
 // ParameterEventsQoS is rclcpp's QoS of /parameter_events.
-func ParameterEventsQoS() QoS {
-	return QoS{Reliability: ReliabilityReliable, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 1000}
+func ParameterEventsQoS() params.QoS {
+	return params.QoS{Reliability: params.ReliabilityReliable, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 1000}
 }
 
 // ClockQoS is rclcpp's QoS of a /clock subscription: the newest time only,
 // best effort (which also matches a reliable publisher).
-func ClockQoS() QoS {
-	return QoS{Reliability: ReliabilityBestEffort, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 1}
+func ClockQoS() params.QoS {
+	return params.QoS{Reliability: params.ReliabilityBestEffort, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 1}
 }
 
 // Serve makes m a managed ROS 2 node on t, which must be a ServiceServer:
@@ -47,13 +40,13 @@ func (m *Managed) Serve(ctx context.Context, t Transport, fqn string) (*lifecycl
 	if !ok {
 		return nil, errors.New("node: the transport serves no services; a managed node needs them")
 	}
-	events, err := t.Advertise(Topic{Name: TopicTransitionEvent, Type: msgs.TypeTransitionEvent, QoS: DiagnosticsQoS()})
+	events, err := t.Advertise(Topic{Name: params.TopicTransitionEvent, Type: msgs.TypeTransitionEvent, QoS: params.DiagnosticsQoS()})
 	if err != nil {
-		return nil, fmt.Errorf("node: advertise %s: %w", TopicTransitionEvent, err)
+		return nil, fmt.Errorf("node: advertise %s: %w", params.TopicTransitionEvent, err)
 	}
-	paramEvents, err := t.Advertise(Topic{Name: TopicParameterEvents, Type: msgs.TypeParameterEvent, QoS: ParameterEventsQoS()})
+	paramEvents, err := t.Advertise(Topic{Name: params.TopicParameterEvents, Type: msgs.TypeParameterEvent, QoS: ParameterEventsQoS()})
 	if err != nil {
-		return nil, fmt.Errorf("node: advertise %s: %w", TopicParameterEvents, err)
+		return nil, fmt.Errorf("node: advertise %s: %w", params.TopicParameterEvents, err)
 	}
 	publish := func(what string, p Publisher, msg interface{ MarshalCDR() ([]byte, error) }) {
 		b, err := msg.MarshalCDR()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
@@ -62,7 +63,7 @@ func TestManagedServices(t *testing.T) {
 	p.SelfTest.Skip = true
 	r := newManagedRig(t, p)
 	events := make(chan msgs.TransitionEvent, 16)
-	if err := r.bus.Subscribe(Topic{Name: TopicTransitionEvent, Type: msgs.TypeTransitionEvent}, func(b []byte) {
+	if err := r.bus.Subscribe(Topic{Name: params.TopicTransitionEvent, Type: msgs.TypeTransitionEvent}, func(b []byte) {
 		var e msgs.TransitionEvent
 		if err := e.UnmarshalCDR(b); err != nil {
 			t.Errorf("transition event: %v", err)
@@ -72,7 +73,7 @@ func TestManagedServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	paramEvents := make(chan msgs.ParameterEvent, 16)
-	if err := r.bus.Subscribe(Topic{Name: TopicParameterEvents, Type: msgs.TypeParameterEvent}, func(b []byte) {
+	if err := r.bus.Subscribe(Topic{Name: params.TopicParameterEvents, Type: msgs.TypeParameterEvent}, func(b []byte) {
 		var e msgs.ParameterEvent
 		if err := e.UnmarshalCDR(b); err != nil {
 			t.Errorf("parameter event: %v", err)
@@ -153,8 +154,8 @@ func TestManagedServices(t *testing.T) {
 	}
 	var list msgs.ListParametersResponse
 	call(t, r.bus, "~/list_parameters", msgs.SrvListParameters, &msgs.ListParametersRequest{}, &list)
-	if len(list.Result.Names) != len(ParamNames()) {
-		t.Fatalf("list_parameters: %d names, want %d", len(list.Result.Names), len(ParamNames()))
+	if len(list.Result.Names) != len(params.Names()) {
+		t.Fatalf("list_parameters: %d names, want %d", len(list.Result.Names), len(params.Names()))
 	}
 
 	// Deactivate, cleanup, shutdown.
@@ -253,7 +254,7 @@ func TestSubscribeClock(t *testing.T) {
 func TestSimTime(t *testing.T) {
 	p := testParams()
 	p.SelfTest.Skip = true
-	p.MaxInputAge = DefaultParams().MaxInputAge
+	p.MaxInputAge = params.Default().MaxInputAge
 	p.UseSimTime = true
 	bus := NewBus()
 	sim := rostime.NewSim()

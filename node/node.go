@@ -30,8 +30,9 @@ import (
 	"github.com/fastwam/actionexpert/actions"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Logger receives the node's log lines. The rclgo adapter logs through the
@@ -65,7 +66,7 @@ const (
 
 // Config is what New needs besides the backend and the transport.
 type Config struct {
-	Params Params
+	Params params.Params
 	Logger Logger // nil discards the log
 	// Name is the node's fully qualified name, for its diagnostic status
 	// name (StatusName); DefaultNodeName when empty.
@@ -99,7 +100,7 @@ type Config struct {
 
 // Node is one action-expert node. Create it with New, then call Run.
 type Node struct {
-	p       Params
+	p       params.Params
 	dims    expert.Dims
 	backend expert.Backend
 	log     Logger
@@ -179,10 +180,7 @@ type hostTimes struct {
 // t. The caller keeps ownership of b and closes it after Run returns.
 func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	p := cfg.Params
-	if _, err := p.ApplyQoSOverrides(namespaceOf(cfg.Name)); err != nil {
-		return nil, err
-	}
-	if err := p.ValidateAs(nodeNameOr(cfg.Name)); err != nil {
+	if _, err := p.Resolve(cfg.Name); err != nil {
 		return nil, err
 	}
 	if b == nil {
@@ -267,7 +265,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 			return nil, fmt.Errorf("node: advertise %s: %w", p.Actions.Topic, err)
 		}
 	}
-	if n.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: DiagnosticsQoS()}); err != nil {
+	if n.diag, err = t.Advertise(Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: params.DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("node: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
 	// A transport that recycles message buffers gets every input's bytes
@@ -277,7 +275,7 @@ func New(cfg Config, b expert.Backend, t Transport) (*Node, error) {
 	if r, ok := t.(Recycler); ok {
 		subscribe, n.recycle.give = r.SubscribeRecycled, r.Recycle
 	}
-	if p.KVTransport == KVTransportSHM {
+	if p.KVTransport == params.KVTransportSHM {
 		// The descriptors are small: no recycling.
 		kvBytes := 4 * int64(d.KVLen()) // float32, the larger dtype
 		n.shm = kvshm.NewReader(kvshm.Policy{Dir: p.SHM.Dir, AllowedUIDs: p.SHM.AllowedUIDs, MaxSlotSize: kvshm.SlotSizeFor(kvBytes, kvBytes)})
@@ -556,7 +554,7 @@ func (n *Node) onContext(data []byte) {
 	in.recv, in.mono, in.decode = now, mono, n.mono().Sub(mono)
 	n.mu.Lock()
 	n.observeClock(now)
-	if n.p.Sync.Policy == SyncExact {
+	if n.p.Sync.Policy == params.SyncExact {
 		if rej := n.checkStamp(topic, &n.ctxStamp, &n.jumps.ctxSeq, in.stamp, in.msg.Seq, now); rej != nil {
 			n.mu.Unlock()
 			n.recycle.freeCtx(in)

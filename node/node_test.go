@@ -13,6 +13,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // expectedActions denoises in the way the node must: a fresh fixture
@@ -198,7 +199,7 @@ func TestLatestContextPairing(t *testing.T) {
 	d := tinyDims()
 	clock := newFakeClock()
 	p := testParams()
-	p.Sync.Policy = SyncLatest
+	p.Sync.Policy = params.SyncLatest
 	p.Sync.Timeout = 500 * time.Millisecond
 	h := newHarness(t, p, newTestBackend(d), withClock(clock))
 	h.waitState(StateActive)
@@ -241,7 +242,7 @@ func TestLatestPendingCacheTimesOut(t *testing.T) {
 	d := tinyDims()
 	clock := newFakeClock()
 	p := testParams()
-	p.Sync.Policy = SyncLatest
+	p.Sync.Policy = params.SyncLatest
 	p.Sync.Timeout = 500 * time.Millisecond
 	h := newHarness(t, p, newTestBackend(d), withClock(clock))
 	h.waitState(StateActive)
@@ -295,7 +296,7 @@ func TestRejections(t *testing.T) {
 	cases := []struct {
 		name   string
 		reason Reason
-		params func(*Params)
+		params func(*params.Params)
 		send   sendFunc
 	}{
 		{"garbage cache", RejectDecode, nil, func(h *harness, now time.Time, k int) {
@@ -365,7 +366,7 @@ func TestRejections(t *testing.T) {
 			in.kv.Header.Stamp = msgs.Time{}
 			h.sendKV(in.kv)
 		}},
-		{"stale", RejectStale, func(p *Params) { p.MaxInputAge = time.Second }, func(h *harness, now time.Time, k int) {
+		{"stale", RejectStale, func(p *params.Params) { p.MaxInputAge = time.Second }, func(h *harness, now time.Time, k int) {
 			h.sendKV(valid(k, now.Add(-2*time.Second)).kv)
 		}},
 		{"duplicate", RejectDuplicate, nil, func(h *harness, now time.Time, k int) {

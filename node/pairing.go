@@ -3,6 +3,8 @@ package node
 import (
 	"slices"
 	"time"
+
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // pair is one VideoKVCache with the TextContext it is denoised with.
@@ -18,8 +20,8 @@ type pair struct {
 // monotonic clock: the earlier
 // arrival for an exact pair, the cache's arrival for a latest-context one
 // (whose context may be arbitrarily old).
-func (p *pair) firstRecv(policy SyncPolicy) time.Time {
-	if policy == SyncExact && p.ctx.mono.Before(p.kv.mono) {
+func (p *pair) firstRecv(policy params.SyncPolicy) time.Time {
+	if policy == params.SyncExact && p.ctx.mono.Before(p.kv.mono) {
 		return p.ctx.mono
 	}
 	return p.kv.mono
@@ -28,8 +30,8 @@ func (p *pair) firstRecv(policy SyncPolicy) time.Time {
 // lastRecv is when the node had both inputs of the pair, on the node's
 // clock: the later arrival for an exact pair, the cache's arrival for a
 // latest-context one.
-func (p *pair) lastRecv(policy SyncPolicy) time.Time {
-	if policy == SyncExact && p.ctx.recv.After(p.kv.recv) {
+func (p *pair) lastRecv(policy params.SyncPolicy) time.Time {
+	if policy == params.SyncExact && p.ctx.recv.After(p.kv.recv) {
 		return p.ctx.recv
 	}
 	return p.kv.recv
@@ -46,7 +48,7 @@ type dropFunc func(topic string, why Drop)
 // concurrent use.
 type pairer struct {
 	rc       *recycler // takes back what the pairer drops; nil in unit tests
-	policy   SyncPolicy
+	policy   params.SyncPolicy
 	capacity int
 	timeout  time.Duration
 	kvTopic  string
@@ -135,7 +137,7 @@ func (s *skewStats) latePartner(stamp, now time.Time, kv bool) {
 // addKV offers a cache; it returns the pair it completes, if any.
 func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 	p.expire(now, drop)
-	if p.policy == SyncLatest {
+	if p.policy == params.SyncLatest {
 		if p.latest != nil {
 			return p.rc.newPair(k, p.latest.share())
 		}
@@ -167,7 +169,7 @@ func (p *pairer) addKV(k *kvInput, now time.Time, drop dropFunc) *pair {
 // addContext offers a context; it returns the pair it completes, if any.
 func (p *pairer) addContext(c *ctxInput, now time.Time, drop dropFunc) *pair {
 	p.expire(now, drop)
-	if p.policy == SyncLatest {
+	if p.policy == params.SyncLatest {
 		if p.latest != nil {
 			p.rc.freeCtx(p.latest) // the pairer's hold; pairs may keep it
 		}
@@ -239,7 +241,7 @@ func (p *pairer) dropOlderCtx(stamp time.Time, drop dropFunc) {
 // expire drops the messages that waited longer than the timeout.
 func (p *pairer) expire(now time.Time, drop dropFunc) {
 	old := func(recv time.Time) bool { return now.Sub(recv) > p.timeout }
-	if p.policy == SyncLatest {
+	if p.policy == params.SyncLatest {
 		if p.pendingKV != nil && old(p.pendingKV.recv) {
 			drop(p.kvTopic, DropPairTimeout)
 			p.rc.freeKV(p.pendingKV)
@@ -270,7 +272,7 @@ func (p *pairer) expire(now time.Time, drop dropFunc) {
 // input of the new one can pair with them. Messages at or before stamp
 // (the partner of the jump's input, arrived first) stay.
 func (p *pairer) dropAfter(stamp time.Time, drop dropFunc) {
-	if p.policy == SyncLatest {
+	if p.policy == params.SyncLatest {
 		if p.pendingKV != nil && p.pendingKV.stamp.After(stamp) {
 			drop(p.kvTopic, DropTimeJump)
 			p.rc.freeKV(p.pendingKV)

@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // TestSyncTimeoutBoundary: sync.timeout is exact. A partner that arrives
@@ -12,7 +14,7 @@ import (
 // context).
 func TestSyncTimeoutBoundary(t *testing.T) {
 	d := tinyDims()
-	for _, policy := range []SyncPolicy{SyncExact, SyncLatest} {
+	for _, policy := range []params.SyncPolicy{params.SyncExact, params.SyncLatest} {
 		for _, late := range []time.Duration{0, time.Microsecond} {
 			clock := newFakeClock()
 			p := testParams()
@@ -21,13 +23,13 @@ func TestSyncTimeoutBoundary(t *testing.T) {
 			h := newHarness(t, p, newTestBackend(d), withClock(clock))
 			h.waitState(StateActive)
 			in := makeInputs(d, 1, clock.Now())
-			if policy == SyncExact {
+			if policy == params.SyncExact {
 				h.sendCtx(in.ctx)
 			} else {
 				h.sendKV(in.kv)
 			}
 			clock.Advance(p.Sync.Timeout + late)
-			if policy == SyncExact {
+			if policy == params.SyncExact {
 				h.sendKV(in.kv)
 			} else {
 				h.sendCtx(in.ctx)

@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // qosRecorder is a Bus that records the QoS each topic is created with.
 type qosRecorder struct {
 	*Bus
 	mu  sync.Mutex
-	qos map[string]QoS
+	qos map[string]params.QoS
 }
 
 func (r *qosRecorder) note(t Topic) {
@@ -36,15 +37,15 @@ func (r *qosRecorder) Advertise(t Topic) (Publisher, error) { r.note(t); return 
 
 // managedQoS creates a managed node named fqn from ROS arguments and
 // returns the QoS of each topic it created.
-func managedQoS(t *testing.T, fqn string, args ...string) map[string]QoS {
+func managedQoS(t *testing.T, fqn string, args ...string) map[string]params.QoS {
 	t.Helper()
-	p := DefaultParams()
-	p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
+	p := params.Default()
+	p.Backend, p.CPU.Weights = params.BackendCPU, "unused.safetensors"
 	if err := p.ApplyROSArgs(append([]string{"--ros-args"}, args...), "fastwam_action_expert"); err != nil {
 		t.Fatal(err)
 	}
-	rec := &qosRecorder{Bus: NewBus(), qos: map[string]QoS{}}
-	open := func(context.Context, Params) (expert.Backend, error) {
+	rec := &qosRecorder{Bus: NewBus(), qos: map[string]params.QoS{}}
+	open := func(context.Context, params.Params) (expert.Backend, error) {
 		return nil, errors.New("not opened in this test")
 	}
 	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, rec); err != nil {
@@ -63,15 +64,15 @@ func TestQoSOverrides(t *testing.T) {
 		"-p", "qos.kv_cache.depth:=5", // the alias loses
 		"-p", "qos_overrides./action_chunk.publisher.reliability:=best_effort",
 		"-p", "qos_overrides./someone_elses_topic.subscription.depth:=7")
-	def := DefaultParams().QoS
+	def := params.Default().QoS
 	if got := q["video_kv_cache"]; got.Depth != 2 || got.Reliability != def.KVCache.Reliability {
-		t.Errorf("video_kv_cache subscription QoS %v, want depth 2 and the rest the default %v", got, def.KVCache)
+		t.Errorf("video_kv_cache subscription params.QoS %v, want depth 2 and the rest the default %v", got, def.KVCache)
 	}
-	if got := q["action_chunk"]; got.Reliability != ReliabilityBestEffort || got.Depth != def.Actions.Depth {
-		t.Errorf("action_chunk publisher QoS %v, want best_effort", got)
+	if got := q["action_chunk"]; got.Reliability != params.ReliabilityBestEffort || got.Depth != def.Actions.Depth {
+		t.Errorf("action_chunk publisher params.QoS %v, want best_effort", got)
 	}
 	if got := q["text_context"]; got != def.Context {
-		t.Errorf("text_context QoS %v, want the default %v", got, def.Context)
+		t.Errorf("text_context params.QoS %v, want the default %v", got, def.Context)
 	}
 	// In a namespace, the override names the resolved topic.
 	q = managedQoS(t, "/arm/fastwam_action_expert",
@@ -93,7 +94,7 @@ func TestQoSOverrides(t *testing.T) {
 		{"qos_overrides./video_kv_cache.subscription.reliability:=sometimes", `qos_overrides./video_kv_cache.subscription.reliability`},
 		{"qos_overrides.depth:=2", `want qos_overrides.<topic>.<publisher|subscription>.<policy>`},
 	} {
-		p := DefaultParams()
+		p := params.Default()
 		err := p.ApplyROSArgs([]string{"--ros-args", "-p", c.arg}, "fastwam_action_expert")
 		if err == nil {
 			_, err = p.ApplyQoSOverrides("/")
@@ -165,7 +166,7 @@ func TestSharedParamsFileWithOtherNodesQoSOverrides(t *testing.T) {
 	if q["video_kv_cache"].Depth != 3 {
 		t.Errorf("video_kv_cache depth %d, want 3 from the shared file", q["video_kv_cache"].Depth)
 	}
-	p := DefaultParams()
+	p := params.Default()
 	if err := p.ApplyROSArgs([]string{"--ros-args", "--params-file", f}, "/fastwam_action_expert"); err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +192,11 @@ func TestSharedParamsFileWithOtherNodesQoSOverrides(t *testing.T) {
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		p := DefaultParams()
-		p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
+		p := params.Default()
+		p.Backend, p.CPU.Weights = params.BackendCPU, "unused.safetensors"
 		err := p.ApplyROSArgs([]string{"--ros-args", "--params-file", f}, "/fastwam_action_expert")
 		if err == nil {
-			_, err = NewManaged(ManagedConfig{Params: p, Name: "/fastwam_action_expert", Open: func(context.Context, Params) (expert.Backend, error) {
+			_, err = NewManaged(ManagedConfig{Params: p, Name: "/fastwam_action_expert", Open: func(context.Context, params.Params) (expert.Backend, error) {
 				return nil, errors.New("not opened in this test")
 			}}, NewBus())
 		}

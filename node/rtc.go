@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // RTCPlan is how one chunk is tied to the previous published chunk by
@@ -48,7 +49,7 @@ func rtcResets() []RTCReset {
 // rtcState is the worker's real-time chunking state and buffers; only the
 // worker goroutine touches it, and nothing in it allocates per chunk.
 type rtcState struct {
-	p   RTCParams
+	p   params.RTCParams
 	dt  time.Duration
 	dim int // action_dim
 
@@ -71,7 +72,7 @@ type rtcState struct {
 	lat     [windowSize]time.Duration // scratch for the receive-to-publish p95
 }
 
-func newRTCState(p Params, d expert.Dims) rtcState {
+func newRTCState(p params.Params, d expert.Dims) rtcState {
 	return rtcState{
 		p: p.RTC, dt: p.ControlPeriod, dim: d.ActionDim,
 		prev: make([]float32, d.LatentLen()), eps: make([]float32, d.LatentLen()),
@@ -80,7 +81,7 @@ func newRTCState(p Params, d expert.Dims) rtcState {
 }
 
 // checkRTC checks the rtc parameters against the backend's contract.
-func checkRTC(p Params, d expert.Dims) error {
+func checkRTC(p params.Params, d expert.Dims) error {
 	if h := p.RTC.ExecutionHorizon; h < 1 || h > d.ActionTokens {
 		return fmt.Errorf("node: parameter \"rtc.execution_horizon\" is %d; want 1 to %d (the backend's action_tokens)", h, d.ActionTokens)
 	}
@@ -92,7 +93,7 @@ func checkRTC(p Params, d expert.Dims) error {
 // sample; at most the horizon.
 func (r *rtcState) delay(s *stats) int {
 	d := r.p.InferenceDelay
-	if d == AutoDelay {
+	if d == params.AutoDelay {
 		p95, ok := s.inputAgeP95(&r.lat)
 		d = 0
 		if ok {

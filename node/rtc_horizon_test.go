@@ -12,6 +12,7 @@ import (
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/internal/regfile"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // rtcHorizonGolden is the NumPy transcription of the RTC paper's soft mask
@@ -60,7 +61,7 @@ func TestRTCHorizonGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params, err := head["params"].Rows(-1, 5)
+	cases, err := head["params"].Rows(-1, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestRTCHorizonGolden(t *testing.T) {
 	}
 	schedules := []expert.MaskSchedule{expert.MaskExp, expert.MaskLinear, expert.MaskOnes, expert.MaskZeros}
 	longHorizon := 0
-	for k, pr := range params {
+	for k, pr := range cases {
 		T, s, H, d, si := int(pr[0]), int(pr[1]), int(pr[2]), int(pr[3]), int(pr[4])
 		name := fmt.Sprintf("case %d (T %d s %d H %d d %d %v)", k, T, s, H, d, schedules[si])
 		const dim = 7
@@ -86,7 +87,7 @@ func TestRTCHorizonGolden(t *testing.T) {
 		}
 		dims := tinyDims()
 		dims.ActionTokens = T
-		p := DefaultParams()
+		p := params.Default()
 		r := newRTCState(p, dims)
 		if H > T-s {
 			longHorizon++
@@ -141,7 +142,7 @@ func TestRTCRefusesZeroBeta(t *testing.T) {
 		t.Errorf("Validate with beta 0: %v", err)
 	}
 	d := tinyDims()
-	r := newRTCState(DefaultParams(), d)
+	r := newRTCState(params.Default(), d)
 	r.plan = RTCPlan{Mode: expert.RTCGuided, Prev: make([]float32, d.LatentLen()), Shift: 3, Delay: 2, Horizon: 24}
 	g, err := r.build(make([]float32, d.LatentLen()))
 	if err == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // guidedActions denoises in as the node must with guide g: a fresh
@@ -104,7 +105,7 @@ func TestRTCTiedChunksMatchDirect(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			p := testParams()
 			p.NoiseSeed = 20
-			p.RTC = RTCParams{Mode: mode, InferenceDelay: 3, ExecutionHorizon: 10, MaxGuidance: 2.5, Schedule: expert.MaskLinear}
+			p.RTC = params.RTCParams{Mode: mode, InferenceDelay: 3, ExecutionHorizon: 10, MaxGuidance: 2.5, Schedule: expert.MaskLinear}
 			// The previous chunk's actions are clipped: the target is what
 			// was published.
 			p.ClipMin, p.ClipMax = []float64{-1.5}, []float64{1.5}
@@ -167,7 +168,7 @@ func TestRTCTiedChunksMatchDirect(t *testing.T) {
 func TestRTCResets(t *testing.T) {
 	d := tinyDims()
 	p := testParams()
-	p.RTC = RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
+	p.RTC = params.RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
 	b := newTestBackend(d)
 	h := newHarness(t, p, b)
 	h.waitState(StateActive)
@@ -244,7 +245,7 @@ func TestRTCResets(t *testing.T) {
 func TestRTCChoose(t *testing.T) {
 	d := tinyDims()
 	p := testParams()
-	p.RTC = RTCParams{Mode: expert.RTCReplace, InferenceDelay: AutoDelay, ExecutionHorizon: 8, Schedule: expert.MaskOnes}
+	p.RTC = params.RTCParams{Mode: expert.RTCReplace, InferenceDelay: params.AutoDelay, ExecutionHorizon: 8, Schedule: expert.MaskOnes}
 	st := newStats()
 	r := newRTCState(p, d)
 	t0 := time.Unix(1_700_000_000, 0)
@@ -426,7 +427,7 @@ func TestRTCParameterErrors(t *testing.T) {
 		{[]string{"-p", "rtc.max_guidance:=.inf"}, []string{`"rtc.max_guidance"`}},
 		{[]string{"-p", "rtc.schedule:=cosine"}, []string{`"rtc.schedule"`, "exp, linear, ones or zeros", `"cosine"`}},
 	} {
-		_, err := LoadParams(ros(append([]string{"-p", "htp.context_binary:=/m.bin"}, c.rules...)...), fqn)
+		_, err := params.Load(ros(append([]string{"-p", "htp.context_binary:=/m.bin"}, c.rules...)...), fqn)
 		if err == nil {
 			t.Errorf("%v: no error", c.rules)
 			continue
@@ -437,20 +438,20 @@ func TestRTCParameterErrors(t *testing.T) {
 			}
 		}
 	}
-	p, err := LoadParams(ros("-p", "htp.context_binary:=/m.bin", "-p", "control_period:=0.1", "-p", "rtc.mode:=guided",
+	p, err := params.Load(ros("-p", "htp.context_binary:=/m.bin", "-p", "control_period:=0.1", "-p", "rtc.mode:=guided",
 		"-p", "rtc.inference_delay:=4", "-p", "rtc.execution_horizon:=16", "-p", "rtc.max_guidance:=2",
 		"-p", "rtc.schedule:=linear"), fqn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (RTCParams{Mode: expert.RTCGuided, InferenceDelay: 4, ExecutionHorizon: 16, MaxGuidance: 2, Schedule: expert.MaskLinear}); p.RTC != want || p.ControlPeriod != 100*time.Millisecond {
+	if want := (params.RTCParams{Mode: expert.RTCGuided, InferenceDelay: 4, ExecutionHorizon: 16, MaxGuidance: 2, Schedule: expert.MaskLinear}); p.RTC != want || p.ControlPeriod != 100*time.Millisecond {
 		t.Errorf("parameters %+v %v, want %+v 100ms", p.RTC, p.ControlPeriod, want)
 	}
 	// An unquoted off, which YAML reads as false, is the mode off.
 	if err := p.Set("rtc.mode", "off"); err != nil || p.RTC.Mode != expert.RTCOff {
 		t.Errorf("rtc.mode:=off: %v, mode %v", err, p.RTC.Mode)
 	}
-	if err := p.Set("rtc.inference_delay", "auto"); err != nil || p.RTC.InferenceDelay != AutoDelay {
+	if err := p.Set("rtc.inference_delay", "auto"); err != nil || p.RTC.InferenceDelay != params.AutoDelay {
 		t.Errorf("auto: %v, delay %d", err, p.RTC.InferenceDelay)
 	}
 	if err := p.Set("control_period", "0.3"); err != nil || p.ControlPeriod != 300*time.Millisecond {
@@ -502,7 +503,7 @@ func BenchmarkRTCPlan(b *testing.B) {
 func TestRTCShiftCountsFromGrid(t *testing.T) {
 	d := tinyDims()
 	p := testParams()
-	p.RTC = RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
+	p.RTC = params.RTCParams{Mode: expert.RTCGuided, InferenceDelay: 1, ExecutionHorizon: 4, MaxGuidance: 5, Schedule: expert.MaskExp}
 	h := newHarness(t, p, newTestBackend(d))
 	h.waitState(StateActive)
 	const dt = 50 * time.Millisecond

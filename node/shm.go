@@ -3,8 +3,8 @@ package node
 import (
 	"errors"
 
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // The shared-memory KV hand-off (kv_transport shm, docs/shm.md): a

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // shmHarness is a node on kv_transport shm with a producer's segment.
@@ -21,7 +22,7 @@ type shmHarness struct {
 	pub Publisher
 }
 
-func newSHMHarness(t *testing.T, b expert.Backend, edit func(*Params)) *shmHarness {
+func newSHMHarness(t *testing.T, b expert.Backend, edit func(*params.Params)) *shmHarness {
 	t.Helper()
 	d := b.Dims()
 	dir := t.TempDir()
@@ -32,7 +33,7 @@ func newSHMHarness(t *testing.T, b expert.Backend, edit func(*Params)) *shmHarne
 	}
 	t.Cleanup(func() { w.Close() })
 	p := testParams()
-	p.KVTransport, p.SHM.Dir = KVTransportSHM, dir
+	p.KVTransport, p.SHM.Dir = params.KVTransportSHM, dir
 	if edit != nil {
 		edit(&p)
 	}
@@ -152,11 +153,11 @@ func TestSHMRefused(t *testing.T) {
 	d := tinyDims()
 	for _, c := range []struct {
 		name string
-		edit func(*Params)
+		edit func(*params.Params)
 		desc func(*msgs.KVHandoff)
 		want Reason
 	}{
-		{"wrong_owner", func(p *Params) { p.SHM.AllowedUIDs = []int{os.Getuid() + 1} }, nil, RejectSHM},
+		{"wrong_owner", func(p *params.Params) { p.SHM.AllowedUIDs = []int{os.Getuid() + 1} }, nil, RejectSHM},
 		{"outside_slot", nil, func(m *msgs.KVHandoff) { m.Values.Offset = 1 << 40 }, RejectSHM},
 		{"overlap", nil, func(m *msgs.KVHandoff) { m.Values.Offset = m.Keys.Offset }, RejectSHM},
 		{"wrong_shape", nil, func(m *msgs.KVHandoff) {
@@ -201,7 +202,7 @@ func TestManagedSHM(t *testing.T) {
 	t.Cleanup(func() { w.Close() })
 	p := testParams()
 	p.SelfTest.Skip = true
-	p.KVTransport, p.SHM.Dir = KVTransportSHM, dir
+	p.KVTransport, p.SHM.Dir = params.KVTransportSHM, dir
 	r := newManagedRig(t, p)
 	pub, err := r.bus.Advertise(Topic{Name: p.SHM.Topic, Type: msgs.TypeKVHandoff})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/launchtest"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
@@ -60,18 +61,18 @@ func (n *namingTransport) Serve(name, srvType string, h ServiceHandler) error {
 // model's producers every input, and the operator's tools every topic.
 func TestSROS2PolicyCoversNode(t *testing.T) {
 	shm := testParams()
-	shm.KVTransport = KVTransportSHM
+	shm.KVTransport = params.KVTransportSHM
 	post := testParams()
 	post.Actions.Post.Gripper.Affine = true
 	for _, c := range []struct {
 		name string
-		p    Params
+		p    params.Params
 	}{{"default", testParams()}, {"kv_transport shm", shm}, {"actions.gripper.affine", post}} {
 		t.Run(c.name, func(t *testing.T) {
 			p := c.p
 			p.SelfTest.Skip = true
 			tr := &namingTransport{Bus: NewBus()}
-			open := func(context.Context, Params) (expert.Backend, error) { return newTestBackend(tinyDims()), nil }
+			open := func(context.Context, params.Params) (expert.Backend, error) { return newTestBackend(tinyDims()), nil }
 			m, err := NewManaged(ManagedConfig{Params: p, Open: open, Name: "/fastwam_action_expert"}, tr)
 			if err != nil {
 				t.Fatal(err)

@@ -19,16 +19,6 @@ import (
 // ticks (on the wall clock), is added. On the wall clock it never stands
 // still.
 
-// DefaultStaleAfter is the default of diagnostics.stale_after. Not a few
-// control periods (0.15 s at 20 Hz): observations come at 1 to 2 Hz, so
-// every gap between two of them would read as STALE. 2 s is more than one
-// chunk's duration at the default control_period (32 × 0.05 s = 1.6 s),
-// so STALE means the executor has played the last chunk out and the robot
-// is no longer driven, and twice the 1 Hz period of the full-size world
-// model, so that one observation delivered up to a second late does not
-// trip it.
-const DefaultStaleAfter = 2 * time.Second
-
 // staleWatch is the node's view of how long it has gone without an input
 // pair while active. It is guarded by Node.mu.
 type staleWatch struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // TestDiagnosticsStale: while active, no input pair for
@@ -133,15 +134,15 @@ func TestDiagnosticsStaleSimTime(t *testing.T) {
 // TestStaleAfterParameter: the contract of the ROS 2 check, `-p
 // diagnostics.stale_after:=1.0`, and the checks of the value.
 func TestStaleAfterParameter(t *testing.T) {
-	if d := DefaultParams().StaleAfter; d != 2*time.Second {
+	if d := params.Default().StaleAfter; d != 2*time.Second {
 		t.Errorf("default %v, want 2s", d)
 	}
-	p, err := LoadParams([]string{"--ros-args", "-p", "backend:=cpu", "-p", "cpu.weights:=w", "-p", "diagnostics.stale_after:=1.0"}, "/fastwam_action_expert")
+	p, err := params.Load([]string{"--ros-args", "-p", "backend:=cpu", "-p", "cpu.weights:=w", "-p", "diagnostics.stale_after:=1.0"}, "/fastwam_action_expert")
 	if err != nil || p.StaleAfter != time.Second {
 		t.Fatalf("stale_after:=1.0: %v, %v", p.StaleAfter, err)
 	}
 	for _, bad := range []string{"-1.0", "nan", "abc"} {
-		_, err := LoadParams([]string{"--ros-args", "-p", "diagnostics.stale_after:=" + bad}, "/fastwam_action_expert")
+		_, err := params.Load([]string{"--ros-args", "-p", "diagnostics.stale_after:=" + bad}, "/fastwam_action_expert")
 		if err == nil || !strings.Contains(err.Error(), "diagnostics.stale_after") {
 			t.Errorf("stale_after:=%s: %v, want an error naming the parameter", bad, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // regressionInputs reads the inputs of the committed regression bag
@@ -69,7 +70,7 @@ func TestRegressionPlayedTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, policy := range []SyncPolicy{SyncExact, SyncLatest} {
+	for _, policy := range []params.SyncPolicy{params.SyncExact, params.SyncLatest} {
 		t.Run(string(policy), func(t *testing.T) {
 			p := testParams()
 			p.Sync.Policy = policy
@@ -214,7 +215,7 @@ func TestPairerDropAfter(t *testing.T) {
 	var drops []Drop
 	drop := func(_ string, why Drop) { drops = append(drops, why) }
 
-	exact := &pairer{policy: SyncExact, capacity: 8, timeout: time.Hour}
+	exact := &pairer{policy: params.SyncExact, capacity: 8, timeout: time.Hour}
 	exact.kvs = []*kvInput{kv(1), kv(5), kv(6)}
 	exact.ctxs = []*ctxInput{ctx(2), ctx(7)}
 	exact.dropAfter(base.Add(2*time.Second), drop)
@@ -226,7 +227,7 @@ func TestPairerDropAfter(t *testing.T) {
 	}
 
 	drops = nil
-	latest := &pairer{policy: SyncLatest, capacity: 8, timeout: time.Hour, pendingKV: kv(9), latest: ctx(1)}
+	latest := &pairer{policy: params.SyncLatest, capacity: 8, timeout: time.Hour, pendingKV: kv(9), latest: ctx(1)}
 	latest.dropAfter(base.Add(2*time.Second), drop)
 	if latest.pendingKV != nil || latest.latest == nil || len(drops) != 1 {
 		t.Errorf("latest: pending %v, latest %v, drops %v; want the cache dropped, the older context kept", latest.pendingKV, latest.latest, drops)

@@ -3,13 +3,15 @@ package node
 import (
 	"fmt"
 	"sync"
+
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Topic describes one topic the node subscribes or publishes to.
 type Topic struct {
 	Name string // as given by the parameters; the transport resolves and remaps it
 	Type string // ROS type name, e.g. msgs.TypeVideoKVCache
-	QoS  QoS
+	QoS  params.QoS
 }
 
 // Handler receives one serialized message: CDR bytes with their 4-byte

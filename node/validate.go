@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/kvshm"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node/kvshm"
 )
 
 // Reason names why an input was rejected. Each reason is logged once and

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/actions"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
 // withPost sets the actions.* post-processing of the test's stats file.
-func withPost(t *testing.T, p *node.Params) {
+func withPost(t *testing.T, p *params.Params) {
 	t.Helper()
 	for name, v := range map[string]string{
 		"actions.norm_mode": "min/max", "actions.stats_file": "../actions/testdata/dataset_stats.json",
@@ -38,7 +38,7 @@ func withPost(t *testing.T, p *node.Params) {
 // are those of a bag made without post-processing.
 func TestExecutableChunksInBagAndReplay(t *testing.T) {
 	ctx := context.Background()
-	p := params(t)
+	p := cpuParams(t)
 	withPost(t, &p)
 	dir := filepath.Join(t.TempDir(), "bag")
 	res, err := replay.MakeBag(ctx, replay.MakeOptions{Dir: dir, Chunks: 3, Cases: tinyCases(t), Backend: tinyBackend(t), Params: p})
@@ -94,7 +94,7 @@ func TestExecutableChunksInBagAndReplay(t *testing.T) {
 // chunks among recorded whose largest executable value of dimension 0
 // exceeds the median of those values: the first half, in that order, is
 // kept. It returns the kv_seqs refused.
-func refusingLimits(t *testing.T, p *node.Params, recorded []replay.Recorded) map[uint64]bool {
+func refusingLimits(t *testing.T, p *params.Params, recorded []replay.Recorded) map[uint64]bool {
 	t.Helper()
 	peaks := make([]float64, len(recorded))
 	for k, c := range recorded {
@@ -147,7 +147,7 @@ func refusingLimits(t *testing.T, p *node.Params, recorded []replay.Recorded) ma
 func TestRefusedChunksAreOutcomes(t *testing.T) {
 	const wait = 3 * time.Second // an outcome's wait, far above a tiny chunk's
 	ctx := t.Context()
-	p := params(t)
+	p := cpuParams(t)
 	withPost(t, &p)
 	dir := filepath.Join(t.TempDir(), "bag")
 	if _, err := replay.MakeBag(ctx, replay.MakeOptions{Dir: dir, Chunks: 4, Cases: tinyCases(t), Backend: tinyBackend(t), Params: p, Timeout: wait}); err != nil {

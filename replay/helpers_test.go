@@ -9,7 +9,7 @@ import (
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
@@ -47,10 +47,10 @@ func tinyBackend(t *testing.T) *cpu.Backend {
 	return be
 }
 
-// params are the node's parameters of a CPU replay at the root namespace.
-func params(t *testing.T) node.Params {
+// cpuParams are the node's parameters of a CPU replay at the root namespace.
+func cpuParams(t *testing.T) params.Params {
 	t.Helper()
-	p := replay.BaseParams(node.BackendCPU)
+	p := replay.BaseParams(params.BackendCPU)
 	p.CPU.Weights = "injected by the test"
 	if err := replay.ResolveTopics(&p, "/"); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func regressionBag(t *testing.T) string {
 // scan reads a bag for the default topics.
 func scan(t *testing.T, path string) *replay.Recording {
 	t.Helper()
-	rec, err := replay.Scan(context.Background(), path, params(t).Topics)
+	rec, err := replay.Scan(context.Background(), path, cpuParams(t).Topics)
 	if err != nil {
 		t.Fatalf("Scan: %v", err)
 	}
@@ -83,7 +83,7 @@ func scan(t *testing.T, path string) *replay.Recording {
 func run(t *testing.T, ctx context.Context, path string, b expert.Backend, opts ...func(*replay.Options)) (*replay.Report, error) {
 	t.Helper()
 	rec := scan(t, path)
-	p := params(t)
+	p := cpuParams(t)
 	rec.ApplySchedule(&p)
 	o := replay.Options{Params: p, Backend: b, BackendInfo: "cpu (test)"}
 	for _, f := range opts {

@@ -18,6 +18,7 @@ import (
 	"github.com/fastwam/actionexpert/internal/progress"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Defaults of MakeOptions.
@@ -62,7 +63,7 @@ type MakeOptions struct {
 	// closes it.
 	Backend expert.Backend
 	// Params are the node's (see BaseParams and ResolveTopics).
-	Params node.Params
+	Params params.Params
 	// Start is the stamp of chunk 0 (zero means DefaultStartUnix); chunk k
 	// is stamped Start + k*Period (zero Period means DefaultPeriod).
 	Start  time.Time
@@ -214,7 +215,7 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, []MakeRefusal
 	defer w.Close()
 	for _, t := range []struct {
 		name, typ string
-		qos       node.QoS
+		qos       params.QoS
 	}{
 		{p.Topics.Context, msgs.TypeTextContext, p.QoS.Context},
 		{p.Topics.KVCache, msgs.TypeVideoKVCache, p.QoS.KVCache},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // BaseParams returns the node parameters a replay starts from: the node's
@@ -15,9 +16,9 @@ import (
 // skipped (the replay is the test) and no input age limit (a replay runs at
 // the backend's pace, not the recording's, so ages say nothing about the
 // robot). The caller still names the weights or the context binary, which
-// node.Params.Validate requires.
-func BaseParams(backend string) node.Params {
-	p := node.DefaultParams()
+// params.Params.Validate requires.
+func BaseParams(backend string) params.Params {
+	p := params.Default()
 	p.Backend = backend
 	p.SelfTest.Skip = true
 	p.MaxInputAge = 0
@@ -29,7 +30,7 @@ func BaseParams(backend string) node.Params {
 // that namespace; bags record fully qualified names. Names that are already
 // absolute are kept. Private names ("~/x") are refused: a replay has no
 // node name to expand them with.
-func ResolveTopics(p *node.Params, namespace string) error {
+func ResolveTopics(p *params.Params, namespace string) error {
 	if namespace == "" || namespace[0] != '/' || strings.ContainsAny(namespace, " \t\n~") {
 		return fmt.Errorf("replay: namespace %q is not a fully qualified ROS namespace (like / or /robot)", namespace)
 	}
@@ -64,34 +65,34 @@ func ResolveTopics(p *node.Params, namespace string) error {
 // feed the node's pipeline the VideoKVCache messages of the bag (DDS); with
 // shm the node would wait for KVHandoff descriptors naming a segment that
 // no producer wrote, and produce nothing.
-func CheckTransport(p node.Params) error {
-	if p.KVTransport == node.KVTransportSHM {
+func CheckTransport(p params.Params) error {
+	if p.KVTransport == params.KVTransportSHM {
 		return fmt.Errorf("replay: kv_transport %q is not replayable: the replay feeds the node the bag's VideoKVCache messages on %s (kv_transport %q); the shared-memory hand-off has no segment to read here. Leave kv_transport at %q: pairing, denoising and the published chunks are the same",
-			p.KVTransport, p.Topics.KVCache, node.KVTransportDDS, node.KVTransportDDS)
+			p.KVTransport, p.Topics.KVCache, params.KVTransportDDS, params.KVTransportDDS)
 	}
 	return nil
 }
 
 // bagQoS maps a node QoS profile to the rmw profile a bag records.
-func bagQoS(q node.QoS) bag.QoS {
+func bagQoS(q params.QoS) bag.QoS {
 	out := bag.DefaultQoS()
 	out.Depth = uint64(q.Depth)
 	switch q.History {
-	case node.HistoryKeepLast:
+	case params.HistoryKeepLast:
 		out.History = bag.HistoryKeepLast
-	case node.HistoryKeepAll:
+	case params.HistoryKeepAll:
 		out.History = bag.HistoryKeepAll
 	}
 	switch q.Reliability {
-	case node.ReliabilityReliable:
+	case params.ReliabilityReliable:
 		out.Reliability = bag.ReliabilityReliable
-	case node.ReliabilityBestEffort:
+	case params.ReliabilityBestEffort:
 		out.Reliability = bag.ReliabilityBestEffort
 	}
 	switch q.Durability {
-	case node.DurabilityVolatile:
+	case params.DurabilityVolatile:
 		out.Durability = bag.DurabilityVolatile
-	case node.DurabilityTransientLocal:
+	case params.DurabilityTransientLocal:
 		out.Durability = bag.DurabilityTransientLocal
 	}
 	return out

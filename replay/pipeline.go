@@ -12,6 +12,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // bagClock is the node's clock during a replay: the log time of the last
@@ -81,7 +82,7 @@ type pipeline struct {
 // node.Config.RTCPlan, nil for none), starts it on the bag clock set to
 // start, and waits until it is active (after its self-test, when one is
 // configured) for at most wait.
-func startPipeline(ctx context.Context, p node.Params, b expert.Backend, log node.Logger, start time.Time, wait time.Duration,
+func startPipeline(ctx context.Context, p params.Params, b expert.Backend, log node.Logger, start time.Time, wait time.Duration,
 	plan func(uint64, time.Time) (node.RTCPlan, bool)) (*pipeline, error) {
 	bus := node.NewBus()
 	pl := &pipeline{

@@ -16,6 +16,7 @@ import (
 	"github.com/fastwam/actionexpert/internal/progress"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Defaults of Options.
@@ -29,7 +30,7 @@ const (
 type Options struct {
 	// Params are the node's parameters (see BaseParams, ResolveTopics and
 	// Recording.ApplySchedule). Their topics must be the Recording's.
-	Params node.Params
+	Params params.Params
 	// Backend denoises. The caller closes it after Run returns.
 	Backend expert.Backend
 	// BackendInfo describes the backend in the report, e.g. "cpu, openblas".
@@ -188,7 +189,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 		// The pair's stamp: that of the message completing it, or with the
 		// latest-context policy the cache's, which came before.
 		pairKey := key
-		if !isKV && o.Params.Sync.Policy == node.SyncLatest {
+		if !isKV && o.Params.Sync.Policy == params.SyncLatest {
 			pairKey = lastKV
 		}
 		if paired {
@@ -308,7 +309,7 @@ func checkShapes(rec *Recording, d expert.Dims) error {
 }
 
 // writeOutput writes the produced chunks and the diagnostics to a new bag.
-func writeOutput(dir string, p node.Params, rep *Report, out, robot []produced, diags []published) (err error) {
+func writeOutput(dir string, p params.Params, rep *Report, out, robot []produced, diags []published) (err error) {
 	w, err := bag.Create(dir, bag.WriterOptions{})
 	if err != nil {
 		return fmt.Errorf("replay: output bag: %w", err)
@@ -321,7 +322,7 @@ func writeOutput(dir string, p node.Params, rep *Report, out, robot []produced, 
 	if err := w.AddTopic(p.Topics.Actions, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
 		return fmt.Errorf("replay: output bag: %w", err)
 	}
-	if err := w.AddTopic(p.Topics.Diagnostics, msgs.TypeDiagnosticArray, bagQoS(node.DiagnosticsQoS())); err != nil {
+	if err := w.AddTopic(p.Topics.Diagnostics, msgs.TypeDiagnosticArray, bagQoS(params.DiagnosticsQoS())); err != nil {
 		return fmt.Errorf("replay: output bag: %w", err)
 	}
 	if p.Actions.Post.Enabled() {

@@ -19,6 +19,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
@@ -87,7 +88,7 @@ func flat(c msgs.ActionChunk) []float32 {
 func TestRegressionBagIsCurrent(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "regression")
 	res, err := replay.MakeBag(context.Background(), replay.MakeOptions{
-		Dir: dir, Chunks: regressionChunks, Cases: tinyCases(t), Backend: tinyBackend(t), Params: params(t),
+		Dir: dir, Chunks: regressionChunks, Cases: tinyCases(t), Backend: tinyBackend(t), Params: cpuParams(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -527,7 +528,7 @@ func TestReplayRejectedInput(t *testing.T) {
 // clear errors.
 func TestScanErrors(t *testing.T) {
 	ctx := context.Background()
-	topics := params(t).Topics
+	topics := cpuParams(t).Topics
 	dir := t.TempDir()
 
 	garbage := filepath.Join(dir, "garbage.mcap")
@@ -582,7 +583,7 @@ func TestScanErrors(t *testing.T) {
 	rec := scan(t, src)
 	d := tinyBackend(t).Dims()
 	d.VideoTokens = 16
-	if _, err := replay.Run(ctx, rec, replay.Options{Params: params(t), Backend: dimsBackend{d}}); err == nil ||
+	if _, err := replay.Run(ctx, rec, replay.Options{Params: cpuParams(t), Backend: dimsBackend{d}}); err == nil ||
 		!strings.Contains(err.Error(), "shape [2 1 8 32], the backend takes [2 1 16 32]") {
 		t.Errorf("foreign model: %v", err)
 	}
@@ -616,7 +617,7 @@ func (b dimsBackend) Step(context.Context, []float32, float32, []float32) error 
 func (b dimsBackend) Close() error { return nil }
 
 func TestResolveTopics(t *testing.T) {
-	p := node.DefaultParams()
+	p := params.Default()
 	if err := replay.ResolveTopics(&p, "/robot/"); err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +629,7 @@ func TestResolveTopics(t *testing.T) {
 			t.Errorf("namespace %q accepted", ns)
 		}
 	}
-	p = node.DefaultParams()
+	p = params.Default()
 	p.Topics.Context = "~/ctx"
 	if err := replay.ResolveTopics(&p, "/"); err == nil || !strings.Contains(err.Error(), "topics.context") {
 		t.Errorf("private name: %v", err)
@@ -638,7 +639,7 @@ func TestResolveTopics(t *testing.T) {
 func TestMakeBagErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	good := replay.MakeOptions{Dir: filepath.Join(dir, "b"), Chunks: 2, Cases: tinyCases(t), Backend: tinyBackend(t), Params: params(t)}
+	good := replay.MakeOptions{Dir: filepath.Join(dir, "b"), Chunks: 2, Cases: tinyCases(t), Backend: tinyBackend(t), Params: cpuParams(t)}
 	for name, edit := range map[string]func(o *replay.MakeOptions){
 		"no chunks":  func(o *replay.MakeOptions) { o.Chunks = 0 },
 		"no cases":   func(o *replay.MakeOptions) { o.Cases = nil },
@@ -756,8 +757,8 @@ func TestReplayInterruptedWhileDenoising(t *testing.T) {
 // for descriptors that never came, and leave every chunk "not produced"
 // with no reason.
 func TestReplayRefusesSHM(t *testing.T) {
-	p := params(t)
-	if err := p.Set("kv_transport", node.KVTransportSHM); err != nil {
+	p := cpuParams(t)
+	if err := p.Set("kv_transport", params.KVTransportSHM); err != nil {
 		t.Fatal(err)
 	}
 	want := `kv_transport "shm" is not replayable: the replay feeds the node the bag's VideoKVCache messages on /video_kv_cache`

@@ -13,6 +13,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Status is the verdict on one stamp of a replay.
@@ -65,8 +66,8 @@ type Row struct {
 type Report struct {
 	Bag         string
 	BackendInfo string
-	Params      node.Params // as the node ran
-	Rows        []Row       // by stamp
+	Params      params.Params // as the node ran
+	Rows        []Row         // by stamp
 	Stats       node.Snapshot
 
 	Inputs      int // VideoKVCache messages fed

@@ -10,17 +10,17 @@ import (
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
 // makeBag writes a bag of chunks observations made by the node on the
 // bus with the CPU backend and the tiny weights, with edit applied to the
 // node's parameters.
-func makeBag(t *testing.T, chunks int, edit func(*node.Params)) string {
+func makeBag(t *testing.T, chunks int, edit func(*params.Params)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "bag")
-	p := params(t)
+	p := cpuParams(t)
 	edit(&p)
 	if _, err := replay.MakeBag(context.Background(), replay.MakeOptions{
 		Dir: dir, Chunks: chunks, Cases: tinyCases(t), Backend: tinyBackend(t), Params: p,
@@ -30,7 +30,7 @@ func makeBag(t *testing.T, chunks int, edit func(*node.Params)) string {
 	return dir
 }
 
-func guided(p *node.Params) { p.RTC.Mode = expert.RTCGuided }
+func guided(p *params.Params) { p.RTC.Mode = expert.RTCGuided }
 
 // TestReplayGuidedBag: a bag recorded with rtc.mode guided replays bit
 // for bit, each tied chunk rebuilt from its recorded fields and the
@@ -61,7 +61,7 @@ func TestReplayGuidedBag(t *testing.T) {
 	}
 	// The guidance changes the chunks: an untied chunk of the same inputs
 	// differs from the tied one.
-	off := readChunks(t, makeBag(t, 2, func(*node.Params) {}), "/action_chunk")
+	off := readChunks(t, makeBag(t, 2, func(*params.Params) {}), "/action_chunk")
 	if d := expert.MaxAbsDiff(flat(off[1].Chunk), flat(rec[1].Chunk)); d < 1e-3 {
 		t.Fatalf("the guided chunk 1 is the untied one (max |diff| %v): the test would not see RTC missing", d)
 	}

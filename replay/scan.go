@@ -9,7 +9,7 @@ import (
 
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Recorded is one ActionChunk recorded in a bag.
@@ -32,7 +32,7 @@ type Schedule struct {
 // the chunks to compare with.
 type Recording struct {
 	Path   string
-	Topics node.Topics // the node's topics, fully qualified, as looked up in the bag
+	Topics params.Topics // the node's topics, fully qualified, as looked up in the bag
 
 	KVCount, ContextCount int       // input messages
 	Start                 time.Time // log time of the first input
@@ -55,7 +55,7 @@ type Recording struct {
 // counts the inputs, notes their shapes and collects the ActionChunks
 // recorded on the actions topic. Topic names must be fully qualified (see
 // ResolveTopics).
-func Scan(ctx context.Context, path string, topics node.Topics) (*Recording, error) {
+func Scan(ctx context.Context, path string, topics params.Topics) (*Recording, error) {
 	// Only the node's topics are read: another topic of the bag may hold
 	// what this reader does not decode (a non-CDR channel, say).
 	r, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context, topics.Actions}})
@@ -152,7 +152,7 @@ func (rec *Recording) note(m bag.Message) {
 // and the control period to their dt when it is one the parameter
 // accepts. It does nothing without recorded chunks or when they carry no
 // usable schedule.
-func (rec *Recording) ApplySchedule(p *node.Params) {
+func (rec *Recording) ApplySchedule(p *params.Params) {
 	s := rec.Schedule
 	if s == nil || s.Steps < 1 || s.Steps > 1000 || !(s.Shift > 0) {
 		return

@@ -21,7 +21,7 @@ func madeBags(t *testing.T) (mcapBag, sqliteBag string) {
 	t.Helper()
 	mcapBag = filepath.Join(t.TempDir(), "regression")
 	if _, err := replay.MakeBag(context.Background(), replay.MakeOptions{
-		Dir: mcapBag, Chunks: regressionChunks, Cases: tinyCases(t), Backend: tinyBackend(t), Params: params(t),
+		Dir: mcapBag, Chunks: regressionChunks, Cases: tinyCases(t), Backend: tinyBackend(t), Params: cpuParams(t),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestReplaySQLiteRowNotCDR(t *testing.T) {
 	}
 	// The second VideoKVCache (kv_seq 1) becomes four bytes of garbage.
 	res, err := db.Exec(fmt.Sprintf(`UPDATE messages SET data = x'deadbeef' WHERE id = (SELECT m.id FROM messages m JOIN topics t ON m.topic_id = t.id WHERE t.name = '%s' ORDER BY m.timestamp, m.id LIMIT 1 OFFSET 1)`,
-		params(t).Topics.KVCache))
+		cpuParams(t).Topics.KVCache))
 	if err != nil {
 		t.Fatal(err)
 	}

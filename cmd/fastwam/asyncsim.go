@@ -9,10 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fastwam/actionexpert/asyncsim"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/internal/asyncsim"
-	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
@@ -33,7 +33,7 @@ type asyncSimOpts struct {
 }
 
 func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	def := node.DefaultParams()
+	def := params.Default()
 	fs := newFlags("async-sim", stdout, stderr, "[flags]\n\n"+
 		"A closed-loop timing simulation without ROS: observations at the control rate (0.05 s) go to the\n"+
 		"action-expert node (CPU backend, embedded tiny weights): the embedded regression bag's input pairs\n"+
@@ -134,7 +134,7 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError("-delay %d (%s) exceeds -horizon %d; raise -horizon or give a smaller -delay", delay, delaySource(set["delay"]), o.horizon)
 	}
 
-	p := replay.BaseParams(node.BackendCPU)
+	p := replay.BaseParams(params.BackendCPU)
 	p.CPU.Weights = embeddedWeightsFile
 	p.NoiseSeed = o.seed
 	so := asyncsim.Options{

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // The node parameters that configure a backend (backend, cpu.*, htp.*) are
@@ -20,14 +20,14 @@ const embeddedWeights = "embedded tiny/weights.safetensors"
 // binding ties a backend parameter to the flag that sets the same thing.
 type binding struct {
 	param, flag string
-	flagValue   func() string               // the flag's value as -p would write it
-	paramValue  func(p *node.Params) string // the parameter's value, same form
-	adopt       func(p *node.Params)        // set the flag from the parameter
+	flagValue   func() string                 // the flag's value as -p would write it
+	paramValue  func(p *params.Params) string // the parameter's value, same form
+	adopt       func(p *params.Params)        // set the flag from the parameter
 }
 
 // backendOf is the backend a parameter configures ("cpu", "htp"), or "".
 func backendOf(param string) string {
-	for _, b := range []string{node.BackendCPU, node.BackendHTP} {
+	for _, b := range []string{params.BackendCPU, params.BackendHTP} {
 		if strings.HasPrefix(param, b+".") {
 			return b
 		}
@@ -39,36 +39,36 @@ func backendOf(param string) string {
 func cpuBindings(f *cpuFlags) []binding {
 	return []binding{
 		{"cpu.weights", "weights", func() string { return orEmbedded(f.weights) },
-			func(p *node.Params) string { return p.CPU.Weights },
-			func(p *node.Params) {
+			func(p *params.Params) string { return p.CPU.Weights },
+			func(p *params.Params) {
 				f.weights = p.CPU.Weights
 				if f.weights == embeddedWeights {
 					f.weights = ""
 				}
 			}},
 		{"cpu.threads", "threads", func() string { return strconv.Itoa(f.threads) },
-			func(p *node.Params) string { return strconv.Itoa(p.CPU.Threads) },
-			func(p *node.Params) { f.threads = p.CPU.Threads }},
+			func(p *params.Params) string { return strconv.Itoa(p.CPU.Threads) },
+			func(p *params.Params) { f.threads = p.CPU.Threads }},
 	}
 }
 
 // htpBindings ties the htp.* parameters to the HTP backend's flags.
 func htpBindings(f *htpFlags) []binding {
-	str := func(param, flag string, fv *string, pv func(p *node.Params) *string) binding {
+	str := func(param, flag string, fv *string, pv func(p *params.Params) *string) binding {
 		return binding{param, flag, func() string { return *fv },
-			func(p *node.Params) string { return *pv(p) },
-			func(p *node.Params) { *fv = *pv(p) }}
+			func(p *params.Params) string { return *pv(p) },
+			func(p *params.Params) { *fv = *pv(p) }}
 	}
 	return []binding{
-		str("htp.context_binary", "context", &f.context, func(p *node.Params) *string { return &p.HTP.ContextBinary }),
-		str("htp.graph_name", "graph", &f.graph, func(p *node.Params) *string { return &p.HTP.GraphName }),
-		str("htp.backend_library", "backend-lib", &f.backendLib, func(p *node.Params) *string { return &p.HTP.BackendLibrary }),
-		str("htp.system_library", "system-lib", &f.systemLib, func(p *node.Params) *string { return &p.HTP.SystemLibrary }),
-		str("htp.rpcmem_library", "rpcmem-lib", &f.rpcmemLib, func(p *node.Params) *string { return &p.HTP.RPCMemLibrary }),
-		str("htp.performance_mode", "perf", &f.perf, func(p *node.Params) *string { return &p.HTP.PerformanceMode }),
+		str("htp.context_binary", "context", &f.context, func(p *params.Params) *string { return &p.HTP.ContextBinary }),
+		str("htp.graph_name", "graph", &f.graph, func(p *params.Params) *string { return &p.HTP.GraphName }),
+		str("htp.backend_library", "backend-lib", &f.backendLib, func(p *params.Params) *string { return &p.HTP.BackendLibrary }),
+		str("htp.system_library", "system-lib", &f.systemLib, func(p *params.Params) *string { return &p.HTP.SystemLibrary }),
+		str("htp.rpcmem_library", "rpcmem-lib", &f.rpcmemLib, func(p *params.Params) *string { return &p.HTP.RPCMemLibrary }),
+		str("htp.performance_mode", "perf", &f.perf, func(p *params.Params) *string { return &p.HTP.PerformanceMode }),
 		{"htp.shared_buffers", "shared-buffers", func() string { return strconv.FormatBool(f.shared) },
-			func(p *node.Params) string { return strconv.FormatBool(p.HTP.SharedBuffers) },
-			func(p *node.Params) { f.shared = p.HTP.SharedBuffers }},
+			func(p *params.Params) string { return strconv.FormatBool(p.HTP.SharedBuffers) },
+			func(p *params.Params) { f.shared = p.HTP.SharedBuffers }},
 	}
 }
 
@@ -81,7 +81,7 @@ func orEmbedded(weights string) string {
 
 // seedParams writes the flags' values into p's backend parameters, so the
 // node reports what the command runs and -p starts from the flags.
-func seedParams(p *node.Params, c *cpuFlags, h *htpFlags) {
+func seedParams(p *params.Params, c *cpuFlags, h *htpFlags) {
 	p.CPU.Weights, p.CPU.Threads = orEmbedded(c.weights), c.threads
 	if h != nil {
 		p.HTP.ContextBinary, p.HTP.GraphName = h.context, h.graph
@@ -94,7 +94,7 @@ func seedParams(p *node.Params, c *cpuFlags, h *htpFlags) {
 // order) over to the flags through bs. A parameter of a backend other than
 // p.Backend is refused (cmd cannot use it), and so is one that contradicts
 // a flag given explicitly (set).
-func adoptParams(cmd string, p *node.Params, names []string, set map[string]bool, bs []binding) error {
+func adoptParams(cmd string, p *params.Params, names []string, set map[string]bool, bs []binding) error {
 	for _, name := range names {
 		if b := backendOf(name); b != "" && b != p.Backend {
 			return usageError("-p %s: a parameter of the %s backend, but %s runs the %s backend; it would have no effect", name, b, cmd, p.Backend)
@@ -117,7 +117,7 @@ func adoptParams(cmd string, p *node.Params, names []string, set map[string]bool
 // differ from the sizes of the inputs the command feeds (from what, for
 // example "the bag's messages"): the CPU backend is sized from those
 // inputs, and other sizes would make the node reject every one of them.
-func checkInputSizes(p *node.Params, videoTokens, contextTokens int, what string) error {
+func checkInputSizes(p *params.Params, videoTokens, contextTokens int, what string) error {
 	for _, c := range []struct {
 		name      string
 		set, have int

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/golden"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
@@ -39,7 +39,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 }
 
 // apply sets the -p parameters on p, then resolves its topics.
-func (f *nodeFlags) apply(p *node.Params) error {
+func (f *nodeFlags) apply(p *params.Params) error {
 	for _, rule := range f.params {
 		name, value, ok := strings.Cut(rule, ":=")
 		if !ok || name == "" {
@@ -112,12 +112,12 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	}
 	// The node's parameters; the CPU reference's (cpu.weights,
 	// cpu.threads) set the backend like -weights and -threads.
-	p := replay.BaseParams(node.BackendCPU)
+	p := replay.BaseParams(params.BackendCPU)
 	seedParams(&p, &cpu, nil)
 	if err := nf.apply(&p); err != nil {
 		return err
 	}
-	if p.Backend != node.BackendCPU {
+	if p.Backend != params.BackendCPU {
 		return usageError("-p backend:=%s: bag make runs the CPU reference backend (its chunks are the expected output)", p.Backend)
 	}
 	if err := adoptParams("bag make", &p, nf.names(), setFlags(fs), cpuBindings(&cpu)); err != nil {

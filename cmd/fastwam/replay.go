@@ -15,7 +15,7 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/internal/rosparam"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
 )
 
@@ -58,7 +58,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		"refused. With no bag, replays the embedded regression bag\n"+
 		"(golden/regression) with the CPU backend and the embedded tiny weights.")
 	var o replayOpts
-	fs.StringVar(&o.backend, "backend", node.BackendCPU, "step backend: cpu or htp")
+	fs.StringVar(&o.backend, "backend", params.BackendCPU, "step backend: cpu or htp")
 	fs.Float64Var(&o.minCos, "min-cos", replay.DefaultMinCosine, "gate: lowest cosine of a chunk to its recorded one")
 	fs.Float64Var(&o.maxErr, "max-err", 0, "gate: largest max |error| of a chunk (0: not checked)")
 	fs.DurationVar(&o.timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
@@ -83,7 +83,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if _, err := progressOut(o.progress, stderr, false); err != nil { // checks the value
 		return err
 	}
-	if o.backend != node.BackendCPU && o.backend != node.BackendHTP {
+	if o.backend != params.BackendCPU && o.backend != params.BackendHTP {
 		return usageError("unknown -backend %q (want cpu or htp)", o.backend)
 	}
 	if err := checkRanges(
@@ -189,7 +189,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 // what the replay itself decides: the backend and its parameters, the
 // skipped self-test and max_input_age 0. With report, the parameters the
 // node does not declare under a wildcard section are named in an info line.
-func (o *replayOpts) applyParamsFiles(p *node.Params, report bool) error {
+func (o *replayOpts) applyParamsFiles(p *params.Params, report bool) error {
 	if len(o.files) == 0 {
 		return nil
 	}
@@ -213,34 +213,34 @@ func (o *replayOpts) applyParamsFiles(p *node.Params, report bool) error {
 // known), then -p. The backend parameters of -p (backend, cpu.*, htp.*)
 // are carried over to the flags the backend is opened with, and refused
 // when they would have no effect or contradict a flag.
-func (o *replayOpts) params(rec *replay.Recording) (node.Params, error) {
+func (o *replayOpts) params(rec *replay.Recording) (params.Params, error) {
 	p := replay.BaseParams(o.backend)
 	seedParams(&p, &o.cpu, &o.htp)
 	if err := o.applyParamsFiles(&p, rec != nil); err != nil {
-		return node.Params{}, err
+		return params.Params{}, err
 	}
 	if rec != nil {
 		rec.ApplySchedule(&p)
 	}
 	if err := o.node.apply(&p); err != nil {
-		return node.Params{}, err
+		return params.Params{}, err
 	}
 	names := o.node.names()
 	if slices.Contains(names, "backend") {
 		if o.set["backend"] && p.Backend != o.backend {
-			return node.Params{}, usageError("-p backend:=%s contradicts -backend %s; give one of them", p.Backend, o.backend)
+			return params.Params{}, usageError("-p backend:=%s contradicts -backend %s; give one of them", p.Backend, o.backend)
 		}
 		o.backend = p.Backend
 	}
 	if err := adoptParams("this replay", &p, names, o.set, append(cpuBindings(&o.cpu), htpBindings(&o.htp)...)); err != nil {
-		return node.Params{}, err
+		return params.Params{}, err
 	}
-	if o.backend == node.BackendHTP && p.HTP.ContextBinary == "" {
-		return node.Params{}, usageError("-backend htp needs -context <action_step context binary> (or -p htp.context_binary:=...)")
+	if o.backend == params.BackendHTP && p.HTP.ContextBinary == "" {
+		return params.Params{}, usageError("-backend htp needs -context <action_step context binary> (or -p htp.context_binary:=...)")
 	}
-	if rec != nil && o.backend == node.BackendCPU {
+	if rec != nil && o.backend == params.BackendCPU {
 		if err := checkInputSizes(&p, rec.VideoTokens(), rec.ContextTokens(), "the bag's inputs"); err != nil {
-			return node.Params{}, err
+			return params.Params{}, err
 		}
 	}
 	return p, nil
@@ -249,7 +249,7 @@ func (o *replayOpts) params(rec *replay.Recording) (node.Params, error) {
 // open makes the backend: the CPU one sized for the bag's inputs (with the
 // embedded tiny weights unless -weights), or the HTP one.
 func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Backend, string, error) {
-	if o.backend == node.BackendHTP {
+	if o.backend == params.BackendHTP {
 		return o.htp.open(ctx)
 	}
 	if rec.VideoTokens() == 0 || rec.ContextTokens() == 0 {

@@ -4,7 +4,7 @@
 // subscribes to the action expert's ActionChunk messages and publishes one
 // StampedAction per control period on its own timer (the system clock),
 // choosing for each instant the newest chunk that covers it, with /diagnostics
-// (see package node/executor).
+// (see package executor).
 //
 // Parameters come from ROS arguments, as for any ROS 2 node:
 //
@@ -24,9 +24,9 @@ import (
 
 	"github.com/tiiuae/rclgo/pkg/rclgo"
 
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
 	"github.com/fastwam/actionexpert/node/rosnode"
 	"github.com/fastwam/actionexpert/node/rostime"
 )

@@ -8,7 +8,7 @@
 //	source /opt/ros/jazzy/setup.bash    # or /opt/ros/humble
 //	ros/rosgo.sh go build -tags rclgo ./cmd/fastwam_executor    # cgo flags from AMENT_PREFIX_PATH
 //
-// The executor itself (package node/executor) runs without ROS on the
+// The executor itself (package executor) runs without ROS on the
 // in-process transport, as in the tests and `fastwam` simulations.
 package main
 

@@ -27,12 +27,13 @@ import (
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
 	"github.com/fastwam/actionexpert/node/backends"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/rosnode"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
 func main() {
-	p := node.DefaultParams()
+	p := params.Default()
 	os.Exit(rosnode.Main(rosnode.Program{
 		Binary: "fastwam_node", NodeName: "fastwam_action_expert", Usage: usage,
 		ParamsYAML: p.ParamsYAML, Grace: p.ShutdownGrace, Serve: serve,
@@ -50,14 +51,14 @@ func main() {
 // and the context. setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) (err error) {
 	fqn := rn.FullyQualifiedName()
-	p, err := node.LoadParams(args, fqn, rosparam.LogIgnored(log.Infof))
+	p, err := params.Load(args, fqn, rosparam.LogIgnored(log.Infof))
 	if err != nil {
 		return err
 	}
 	setGrace(p.ShutdownGrace)
 	tr := rosnode.NewTransport(rn, log)
 	log.Infof("%s: fastwam_node build %s, %s backend", fqn, node.Build(), p.Backend)
-	cfg := node.ManagedConfig{Params: p, Logger: log, Name: fqn, Open: func(ctx context.Context, p node.Params) (expert.Backend, error) {
+	cfg := node.ManagedConfig{Params: p, Logger: log, Name: fqn, Open: func(ctx context.Context, p params.Params) (expert.Backend, error) {
 		return backends.Open(ctx, p, log)
 	}}
 	if p.UseSimTime {

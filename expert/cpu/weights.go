@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/fastwam/actionexpert/expert"
-	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/golden/tiny"
 	"github.com/fastwam/actionexpert/internal/regfile"
 	"github.com/fastwam/actionexpert/internal/strictjson"
 	"github.com/fastwam/actionexpert/safetensors"
@@ -87,7 +87,7 @@ func (w *Weights) ForInputs(videoTokens, contextTokens int) (*Weights, error) {
 // (8 video tokens, 5 context tokens).
 func TinyWeights() (*Weights, error) {
 	const name = "tiny/weights.safetensors"
-	b, err := fs.ReadFile(golden.Tiny(), name)
+	b, err := fs.ReadFile(tiny.FS(), "weights.safetensors")
 	if err != nil {
 		return nil, fmt.Errorf("cpu: embedded %s: %w", name, err)
 	}

@@ -1,7 +1,7 @@
 // Package launchtest checks a node's launch files against the node's
 // parameters, and the SROS2 policy (launch/security/policy.xml) against
 // the topics and services the node uses, for the tests of packages node
-// and node/executor.
+// and executor.
 package launchtest
 
 import (

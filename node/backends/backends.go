@@ -12,6 +12,7 @@ import (
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/expert/htp"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/qnnrt"
 )
 
@@ -20,21 +21,21 @@ import (
 // fallback) at WARN and, for the HTP backend, the QNN library's log lines
 // at their level. The caller closes the backend; closing the HTP backend
 // withdraws its performance vote.
-func Open(ctx context.Context, p node.Params, log node.Logger) (expert.Backend, error) {
+func Open(ctx context.Context, p params.Params, log node.Logger) (expert.Backend, error) {
 	switch p.Backend {
-	case node.BackendHTP:
+	case params.BackendHTP:
 		return OpenHTP(ctx, p.HTP, log)
-	case node.BackendCPU:
+	case params.BackendCPU:
 		return OpenCPU(ctx, p.CPU)
 	}
-	return nil, fmt.Errorf("backends: unknown backend %q (want %q or %q)", p.Backend, node.BackendHTP, node.BackendCPU)
+	return nil, fmt.Errorf("backends: unknown backend %q (want %q or %q)", p.Backend, params.BackendHTP, params.BackendCPU)
 }
 
 // OpenHTP loads the context binary and holds the configured performance
 // vote until the backend is closed. The QNN library logs at h.LogLevel to
 // log: ERROR to Errorf, WARN to Warnf, INFO to Infof, VERBOSE and DEBUG to
 // Debugf, each prefixed "qnn: ".
-func OpenHTP(ctx context.Context, h node.HTPParams, log node.Logger) (*htp.Backend, error) {
+func OpenHTP(ctx context.Context, h params.HTPParams, log node.Logger) (*htp.Backend, error) {
 	mode, err := qnnrt.ParsePerfMode(h.PerformanceMode)
 	if err != nil {
 		return nil, fmt.Errorf("parameter \"htp.performance_mode\": %w", err)
@@ -85,7 +86,7 @@ func QNNLogSink(log node.Logger) func(qnnrt.LogLine) {
 
 // OpenCPU loads the weights and sizes the inputs as c says; ctx stops a
 // long load between tensors.
-func OpenCPU(ctx context.Context, c node.CPUParams) (*cpu.Backend, error) {
+func OpenCPU(ctx context.Context, c params.CPUParams) (*cpu.Backend, error) {
 	w, err := cpu.LoadWeights(ctx, c.Weights, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open CPU backend: %w", err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 type testLogger struct{ t *testing.T }
@@ -32,8 +32,8 @@ func (l *recordLogger) Warnf(f string, a ...any)  { l.add("WARN", f, a...) }
 func (l *recordLogger) Errorf(f string, a ...any) { l.add("ERROR", f, a...) }
 
 func TestOpenCPU(t *testing.T) {
-	p := node.DefaultParams()
-	p.Backend = node.BackendCPU
+	p := params.Default()
+	p.Backend = params.BackendCPU
 	p.CPU.Weights = filepath.Join("..", "..", "golden", "tiny", "weights.safetensors")
 	p.CPU.VideoTokens, p.CPU.ContextTokens = 8, 5
 	b, err := Open(context.Background(), p, testLogger{t})
@@ -60,7 +60,7 @@ func TestOpenHTP(t *testing.T) {
 	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := node.DefaultParams()
+	p := params.Default()
 	p.HTP.ContextBinary = path
 	p.HTP.BackendLibrary, p.HTP.SystemLibrary, p.HTP.RPCMemLibrary = lib.Path, lib.Path, lib.Path
 	p.HTP.PerformanceMode = "high_performance"
@@ -109,7 +109,7 @@ func TestOpenHTPLogging(t *testing.T) {
 	if err := os.WriteFile(path, bin.Marshal(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := node.DefaultParams()
+	p := params.Default()
 	p.HTP.ContextBinary = path
 	p.HTP.BackendLibrary, p.HTP.SystemLibrary, p.HTP.RPCMemLibrary = lib.Path, lib.Path, lib.Path
 	p.HTP.LogLevel = 3 // htp.rpc_vote: its default, false

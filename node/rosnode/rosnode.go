@@ -21,6 +21,7 @@ import (
 	"github.com/tiiuae/rclgo/pkg/rclgo/types"
 
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Transport is a node.Transport on an rclgo node. Subscribe and Advertise
@@ -114,24 +115,24 @@ func (p publisher) Publish(data []byte) error { return p.p.PublishSerialized(dat
 
 // QoSProfile maps the node's QoS to rclgo's profile; deadline, lifespan
 // and liveliness keep the middleware's defaults.
-func QoSProfile(q node.QoS) rclgo.QosProfile {
+func QoSProfile(q params.QoS) rclgo.QosProfile {
 	p := rclgo.NewDefaultQosProfile()
 	switch q.Reliability {
-	case node.ReliabilityBestEffort:
+	case params.ReliabilityBestEffort:
 		p.Reliability = rclgo.ReliabilityBestEffort
-	case node.ReliabilityReliable:
+	case params.ReliabilityReliable:
 		p.Reliability = rclgo.ReliabilityReliable
 	}
 	switch q.Durability {
-	case node.DurabilityTransientLocal:
+	case params.DurabilityTransientLocal:
 		p.Durability = rclgo.DurabilityTransientLocal
-	case node.DurabilityVolatile:
+	case params.DurabilityVolatile:
 		p.Durability = rclgo.DurabilityVolatile
 	}
 	switch q.History {
-	case node.HistoryKeepAll:
+	case params.HistoryKeepAll:
 		p.History = rclgo.HistoryKeepAll
-	case node.HistoryKeepLast:
+	case params.HistoryKeepLast:
 		p.History = rclgo.HistoryKeepLast
 	}
 	if q.Depth > 0 {

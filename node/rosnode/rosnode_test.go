@@ -16,6 +16,7 @@ import (
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 type testLogger struct{ t *testing.T }
@@ -43,7 +44,7 @@ func needROS(t *testing.T) {
 // outputs over the middleware.
 type rosRig struct {
 	t       *testing.T
-	params  node.Params
+	params  params.Params
 	node    *node.Node
 	kvPub   node.Publisher
 	ctxPub  node.Publisher
@@ -71,7 +72,7 @@ func newRig(t *testing.T, b expert.Backend, g *golden.Case, rules ...string) *ro
 		t.Fatal(err)
 	}
 	log := testLogger{t}
-	p, err := node.LoadParams(append([]string{"--ros-args"}, rules...), rn.FullyQualifiedName())
+	p, err := params.Load(append([]string{"--ros-args"}, rules...), rn.FullyQualifiedName())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func newRig(t *testing.T, b expert.Backend, g *golden.Case, rules ...string) *ro
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pt.Subscribe(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: node.DiagnosticsQoS()}, func(data []byte) {
+	if err := pt.Subscribe(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: params.DiagnosticsQoS()}, func(data []byte) {
 		var m msgs.DiagnosticArray
 		if err := m.UnmarshalCDR(data); err != nil {
 			t.Errorf("DiagnosticArray from the middleware: %v", err)
@@ -273,14 +274,14 @@ func TestFullSizeMessagesOverROS(t *testing.T) {
 }
 
 func TestQoSProfile(t *testing.T) {
-	q := QoSProfile(node.QoS{Reliability: node.ReliabilityBestEffort, Durability: node.DurabilityTransientLocal,
-		History: node.HistoryKeepLast, Depth: 3})
+	q := QoSProfile(params.QoS{Reliability: params.ReliabilityBestEffort, Durability: params.DurabilityTransientLocal,
+		History: params.HistoryKeepLast, Depth: 3})
 	if q.Reliability != rclgo.ReliabilityBestEffort || q.Durability != rclgo.DurabilityTransientLocal ||
 		q.History != rclgo.HistoryKeepLast || q.Depth != 3 {
 		t.Errorf("mapped to %+v", q)
 	}
-	q = QoSProfile(node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile,
-		History: node.HistoryKeepAll})
+	q = QoSProfile(params.QoS{Reliability: params.ReliabilityReliable, Durability: params.DurabilityVolatile,
+		History: params.HistoryKeepAll})
 	if q.Reliability != rclgo.ReliabilityReliable || q.Durability != rclgo.DurabilityVolatile || q.History != rclgo.HistoryKeepAll {
 		t.Errorf("mapped to %+v", q)
 	}

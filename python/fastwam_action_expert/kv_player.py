@@ -31,7 +31,7 @@ from fastwam_action_expert.producer import (
     ros_clock,
 )
 
-# The node's input QoS defaults (node/params.go DefaultParams: qos.kv_cache.* and qos.context.*).
+# The node's input QoS defaults (node/params/params.go, Default: qos.kv_cache.* and qos.context.*).
 DEFAULT_QOS = 'reliable/volatile/keep_last(2)'
 DEFAULT_TOPICS = ('video_kv_cache', 'text_context')
 

@@ -719,7 +719,7 @@ class ShmPublisher:
     The producer's side of a shared-memory segment.
 
     The segment is ``dir/prefix.<pid>``, mode 0600 (0660 with group): ``slots`` slots of
-    ``slot_size`` bytes after a 4096-byte header (the layout of Go's node/kvshm). ``begin()``
+    ``slot_size`` bytes after a 4096-byte header (the layout of Go's kvshm). ``begin()``
     returns the next slot's NumPy views to write keys and values into (the world model may write
     its output there directly: no copy), ``commit()`` returns the KVHandoff descriptor's CDR
     bytes. Stale segments of dead producers are removed at creation, this one on ``close()``.

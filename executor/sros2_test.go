@@ -6,6 +6,7 @@ import (
 
 	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
 
@@ -37,7 +38,7 @@ func (n *namingTransport) Advertise(t node.Topic) (node.Publisher, error) {
 // policy grants the /fastwam/executor enclave every topic it used: under
 // ROS_SECURITY_STRATEGY=Enforce a missing grant makes it exit 1.
 func TestSROS2PolicyCoversExecutor(t *testing.T) {
-	for _, chunks := range []string{DefaultParams().Topics.Chunks, node.DefaultParams().Actions.Topic} {
+	for _, chunks := range []string{DefaultParams().Topics.Chunks, params.Default().Actions.Topic} {
 		t.Run(chunks, func(t *testing.T) {
 			p := DefaultParams()
 			p.Topics.Chunks = chunks
@@ -52,7 +53,7 @@ func TestSROS2PolicyCoversExecutor(t *testing.T) {
 				t.Fatalf("the executor did not subscribe to %s (subscribed %v)", chunks, tr.used.Subscribe)
 			}
 			tr.used.Publish = append(tr.used.Publish, "/rosout")
-			launchtest.CheckGrants(t, "../../launch/security/policy.xml", "/fastwam/executor", "fastwam_executor", tr.used)
+			launchtest.CheckGrants(t, "../launch/security/policy.xml", "/fastwam/executor", "fastwam_executor", tr.used)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package node_test
+package params_test
 
 import (
 	"os"
@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // paramTableFile is the page whose parameter table this test keeps in
 // step with the node's parameter definitions.
-const paramTableFile = "../docs/node.md"
+const paramTableFile = "../../docs/node.md"
 
 // rosType is the ROS parameter type of a default value as Params.Value
 // returns it.
@@ -68,7 +68,7 @@ func TestParamTableInStep(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("%s: no table between %s and %s", paramTableFile, begin, end)
 	}
-	defaults := node.DefaultParams()
+	defaults := params.Default()
 	rows := map[string][]string{}
 	for line := range strings.SplitSeq(text[i+len(begin):j], "\n") {
 		line = strings.TrimSpace(line)
@@ -90,7 +90,7 @@ func TestParamTableInStep(t *testing.T) {
 		}
 		rows[name] = cells
 	}
-	for _, name := range node.ParamNames() {
+	for _, name := range params.Names() {
 		v, _ := defaults.Value(name)
 		cells, ok := rows[name]
 		if !ok {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/internal/shutdown"
-	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Aggregation says how the rows of overlapping chunks are combined for one
@@ -80,10 +80,10 @@ type Topics struct {
 }
 
 // TopicQoS holds the QoS of the executor's chunk and action topics
-// (/diagnostics uses node.DiagnosticsQoS).
+// (/diagnostics uses params.DiagnosticsQoS).
 type TopicQoS struct {
-	Chunks node.QoS
-	Action node.QoS
+	Chunks params.QoS
+	Action params.QoS
 }
 
 // DefaultParams returns the defaults of every parameter, the values
@@ -99,8 +99,8 @@ func DefaultParams() Params {
 		HoldMode:          HoldRepeat,
 		QoS: TopicQoS{
 			// As the action expert publishes its chunks.
-			Chunks: node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile, History: node.HistoryKeepLast, Depth: 5},
-			Action: node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile, History: node.HistoryKeepLast, Depth: 10},
+			Chunks: params.QoS{Reliability: params.ReliabilityReliable, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 5},
+			Action: params.QoS{Reliability: params.ReliabilityReliable, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 10},
 		},
 		DiagnosticsPeriod: time.Second,
 		ActionDim:         7,
@@ -157,24 +157,24 @@ func choiceDef[T ~string](name, doc string, choices []T, dst func(*Params) *T) p
 	}, func(p *Params) any { return string(*dst(p)) }}
 }
 
-func qosDefs(prefix string, qos func(*Params) *node.QoS) []paramDef {
+func qosDefs(prefix string, qos func(*Params) *params.QoS) []paramDef {
 	return []paramDef{
 		{prefix + "reliability", rosparam.String, "reliable or best_effort", func(p *Params, v rosparam.Value) error {
-			r, err := node.ParseReliability(v.Str)
+			r, err := params.ParseReliability(v.Str)
 			if err == nil {
 				qos(p).Reliability = r
 			}
 			return err
 		}, func(p *Params) any { return string(qos(p).Reliability) }},
 		{prefix + "durability", rosparam.String, "volatile or transient_local", func(p *Params, v rosparam.Value) error {
-			d, err := node.ParseDurability(v.Str)
+			d, err := params.ParseDurability(v.Str)
 			if err == nil {
 				qos(p).Durability = d
 			}
 			return err
 		}, func(p *Params) any { return string(qos(p).Durability) }},
 		{prefix + "history", rosparam.String, "keep_last or keep_all", func(p *Params, v rosparam.Value) error {
-			h, err := node.ParseHistory(v.Str)
+			h, err := params.ParseHistory(v.Str)
 			if err == nil {
 				qos(p).History = h
 			}
@@ -220,8 +220,8 @@ func paramDefs() []paramDef {
 		stringDef("topics.action", "output topic: StampedAction, or the message of output.type", func(p *Params) *string { return &p.Topics.Action }),
 		stringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
 	}
-	defs = append(defs, qosDefs("qos.action_chunk.", func(p *Params) *node.QoS { return &p.QoS.Chunks })...)
-	defs = append(defs, qosDefs("qos.action.", func(p *Params) *node.QoS { return &p.QoS.Action })...)
+	defs = append(defs, qosDefs("qos.action_chunk.", func(p *Params) *params.QoS { return &p.QoS.Chunks })...)
+	defs = append(defs, qosDefs("qos.action.", func(p *Params) *params.QoS { return &p.QoS.Action })...)
 	defs = append(defs, outputDefs()...)
 	defs = append(defs,
 		durationDef("shutdown_grace", fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once",
@@ -331,7 +331,7 @@ func (p *Params) topicUses() []rosparam.TopicUse {
 	if p.Output.GripperTopic != "" {
 		t = append(t, rosparam.TopicUse{Param: "output.gripper_topic", Name: p.Output.GripperTopic})
 	}
-	return append(t, node.FixedTopics(p.UseSimTime)...)
+	return append(t, params.FixedTopics(p.UseSimTime)...)
 }
 
 // ValidateAs is Validate for the executor whose fully qualified name is

@@ -1,4 +1,13 @@
-package node
+// Package params is the action expert node's parameter surface, in one
+// place: the parameters' declarations and defaults (Default), their
+// parsing from the command line's --ros-args and from params files with
+// their /** and namespace sections (Load, the one entry point; ApplyROSArgs,
+// ApplyParamsFile), the qos.* profiles and the standard qos_overrides.*
+// (ApplyQoSOverrides), the checks across parameters in the node's name
+// (Resolve, Validate), the live set (LiveParams) and what rcl's parameter
+// services read (Value, Describe, SetParameter). Package node runs the
+// pipeline these configure.
+package params
 
 import (
 	"errors"
@@ -13,8 +22,32 @@ import (
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/internal/shutdown"
+	"github.com/fastwam/actionexpert/node/lifecycle"
 	"github.com/fastwam/actionexpert/node/rostime"
 )
+
+// DefaultNodeName is the node's fully qualified name when Config.Name is
+// empty: the package's launch files start it under this name in the root
+// namespace.
+const DefaultNodeName = "/fastwam_action_expert"
+
+// Topic names of the managed node's ROS interfaces besides its data
+// topics: the lifecycle's events (private to the node) and the parameter
+// events every ROS 2 node publishes.
+const (
+	TopicTransitionEvent = "~/" + lifecycle.TopicTransitionEvent
+	TopicParameterEvents = "/parameter_events"
+)
+
+// DefaultStaleAfter is the default of diagnostics.stale_after. Not a few
+// control periods (0.15 s at 20 Hz): observations come at 1 to 2 Hz, so
+// every gap between two of them would read as STALE. 2 s is more than one
+// chunk's duration at the default control_period (32 × 0.05 s = 1.6 s),
+// so STALE means the executor has played the last chunk out and the robot
+// is no longer driven, and twice the 1 Hz period of the full-size world
+// model, so that one observation delivered up to a second late does not
+// trip it.
+const DefaultStaleAfter = 2 * time.Second
 
 // Backend names accepted by the backend parameter.
 const (
@@ -40,7 +73,7 @@ func perfModes() []string {
 }
 
 // Params is the node's configuration, as set by ROS parameters. The zero
-// value is not useful: start from DefaultParams.
+// value is not useful: start from Default.
 type Params struct {
 	Backend string // BackendHTP or BackendCPU
 
@@ -288,9 +321,9 @@ type SHMParams struct {
 	AllowedUIDs []int
 }
 
-// DefaultParams returns the defaults of every parameter, the values the
+// Default returns the defaults of every parameter, the values the
 // launch files' params YAML also lists.
-func DefaultParams() Params {
+func Default() Params {
 	in := QoS{Reliability: ReliabilityReliable, Durability: DurabilityVolatile, History: HistoryKeepLast, Depth: 2}
 	return Params{
 		Backend: BackendHTP,
@@ -636,8 +669,8 @@ func formatUIDs(uids []int) string {
 	return strings.Join(parts, ",")
 }
 
-// ParamNames lists every parameter name the node accepts, sorted.
-func ParamNames() []string {
+// Names lists every parameter name the node accepts, sorted.
+func Names() []string {
 	defs := paramDefs()
 	names := make([]string, len(defs))
 	for i, d := range defs {
@@ -675,7 +708,7 @@ func (p *Params) set(name string, v value) error {
 		}
 		return nil
 	}
-	return rosparam.Unknown(name, "", ParamNames())
+	return rosparam.Unknown(name, "", Names())
 }
 
 // KVInputTopic is the topic the keys and values arrive on: shm.topic's
@@ -722,6 +755,22 @@ func (p *Params) topicUses() []rosparam.TopicUse {
 	}
 	t = append(t, rosparam.TopicUse{Name: TopicTransitionEvent, Fixed: "the lifecycle's transition events"})
 	return append(t, FixedTopics(p.UseSimTime)...)
+}
+
+// Resolve makes p the parameters of the node whose fully qualified name is
+// fqn ("": DefaultNodeName): it applies the qos_overrides.* given for the
+// node's namespace (ApplyQoSOverrides) and validates the whole in the
+// node's name (ValidateAs). It returns the overrides that name no topic of
+// the node, for a warning.
+func (p *Params) Resolve(fqn string) (ignored []string, err error) {
+	ignored, err = p.ApplyQoSOverrides(namespaceOf(fqn))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ValidateAs(nodeNameOr(fqn)); err != nil {
+		return nil, err
+	}
+	return ignored, nil
 }
 
 // nodeNameOr is fqn, or DefaultNodeName when it is empty (Config.Name).

@@ -15,6 +15,7 @@ import (
 	"github.com/fastwam/actionexpert/internal/launchtest"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 const fqn = "/fastwam_executor"
@@ -108,7 +109,7 @@ const paramsHeader = `# Parameters of the Fast-WAM chunk executor (fastwam_execu
 # fastwam_action_expert) with their defaults. The executor launch files read
 # this file first (params_file:=... names another one).
 #
-# Generated from package node/executor: go test ./node/executor -run TestLaunchFiles -update
+# Generated from package executor: go test ./executor -run TestLaunchFiles -update
 `
 
 // TestLaunchFiles keeps launch/executor.* in step with the parameters: the
@@ -117,7 +118,7 @@ const paramsHeader = `# Parameters of the Fast-WAM chunk executor (fastwam_execu
 func TestLaunchFiles(t *testing.T) {
 	p := DefaultParams()
 	want := append([]byte(paramsHeader), p.ParamsYAML("/**")...)
-	const path = "../../launch/executor.params.yaml"
+	const path = "../launch/executor.params.yaml"
 	if *update {
 		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
@@ -128,11 +129,11 @@ func TestLaunchFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is not the rendering of DefaultParams; run go test ./node/executor -run TestLaunchFiles -update", path)
+		t.Errorf("%s is not the rendering of DefaultParams; run go test ./executor -run TestLaunchFiles -update", path)
 	}
 	// The file's section is /**, so the action expert, given it, skips the
 	// executor's own parameters (as rclcpp does) and names them.
-	np := node.DefaultParams()
+	np := params.Default()
 	var ignored []string
 	if err := np.ApplyParamsYAML(got, "/fastwam_action_expert", rosparam.ReportIgnored(func(_ string, names []string) { ignored = names })); err != nil {
 		t.Errorf("the action expert refused the executor's /** params file: %v", err)
@@ -141,8 +142,8 @@ func TestLaunchFiles(t *testing.T) {
 		t.Errorf("the action expert did not report the executor's parameters as ignored: %q", ignored)
 	}
 
-	launchtest.CheckArgs(t, "../../launch/executor.launch.py", "../../launch/executor.launch.xml", ParamNames())
-	for _, f := range []string{"../../launch/executor.launch.py"} {
+	launchtest.CheckArgs(t, "../launch/executor.launch.py", "../launch/executor.launch.xml", ParamNames())
+	for _, f := range []string{"../launch/executor.launch.py"} {
 		text, _ := os.ReadFile(f)
 		if !strings.Contains(string(text), "node_launch_description('fastwam_executor', 'fastwam_executor', 'executor.params.yaml', PARAMETERS)") {
 			t.Errorf("%s does not start fastwam_executor with executor.params.yaml", f)
@@ -152,7 +153,7 @@ func TestLaunchFiles(t *testing.T) {
 
 // TestCMakeListsBuildsTheExecutor: colcon builds and installs both nodes.
 func TestCMakeListsBuildsTheExecutor(t *testing.T) {
-	text, err := os.ReadFile("../../CMakeLists.txt")
+	text, err := os.ReadFile("../CMakeLists.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // Defaults of Options.
@@ -89,9 +90,9 @@ type Options struct {
 	// Run sets the control period, the RTC parameters of each mode, the
 	// topics and the self-test (skipped) and input age (0) itself.
 	Backend expert.Backend
-	Params  node.Params
+	Params  params.Params
 
-	ControlPeriod time.Duration // dt; 0: node.DefaultParams' (0.05 s)
+	ControlPeriod time.Duration // dt; 0: params.Default' (0.05 s)
 	// Latency is the inference latency in control periods, >= 0 and
 	// below the chunk's rows; it may be fractional.
 	Latency float64
@@ -195,7 +196,7 @@ func (o *Options) check() error {
 	}
 	rows := o.Backend.Dims().ActionTokens
 	if o.ControlPeriod == 0 {
-		o.ControlPeriod = node.DefaultParams().ControlPeriod
+		o.ControlPeriod = params.Default().ControlPeriod
 	}
 	if o.ControlPeriod < time.Millisecond || o.ControlPeriod > time.Minute {
 		return fmt.Errorf("asyncsim: control period %v; want 1 ms to 1 min", o.ControlPeriod)
@@ -267,10 +268,10 @@ type sim struct {
 	badOut   error // an executed action that did not decode
 }
 
-func (s *sim) nodeParams() node.Params {
+func (s *sim) nodeParams() params.Params {
 	p := s.o.Params
 	p.ControlPeriod = s.o.ControlPeriod
-	p.RTC = node.RTCParams{Mode: s.mode, InferenceDelay: s.o.Delay, ExecutionHorizon: s.o.Horizon,
+	p.RTC = params.RTCParams{Mode: s.mode, InferenceDelay: s.o.Delay, ExecutionHorizon: s.o.Horizon,
 		MaxGuidance: s.o.MaxGuidance, Schedule: s.o.Schedule}
 	p.Topics.Actions = computedTopic
 	p.SelfTest.Skip = true

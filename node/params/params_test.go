@@ -1,8 +1,6 @@
-package node
+package params
 
 import (
-	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/rosparam"
 )
 
@@ -31,15 +28,15 @@ func writeFile(t *testing.T, text string) string {
 }
 
 func TestDefaultsNeedABackendInput(t *testing.T) {
-	_, err := LoadParams(nil, fqn)
+	_, err := Load(nil, fqn)
 	if err == nil || !strings.Contains(err.Error(), `"htp.context_binary"`) {
 		t.Fatalf("defaults: %v, want an error naming htp.context_binary", err)
 	}
-	p, err := LoadParams(ros("-p", "htp.context_binary:=/models/action_step.bin"), fqn)
+	p, err := Load(ros("-p", "htp.context_binary:=/models/action_step.bin"), fqn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultParams()
+	want := Default()
 	want.HTP.ContextBinary = "/models/action_step.bin"
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("got %+v\nwant %+v", p, want)
@@ -47,7 +44,7 @@ func TestDefaultsNeedABackendInput(t *testing.T) {
 }
 
 func TestCommandLineParameters(t *testing.T) {
-	p, err := LoadParams(ros(
+	p, err := Load(ros(
 		"-p", "backend:=cpu",
 		"--param", "cpu.weights:=/w/expert.safetensors",
 		"-p", "cpu.threads:=2",
@@ -80,7 +77,7 @@ func TestCommandLineParameters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultParams()
+	want := Default()
 	want.Backend = BackendCPU
 	want.CPU = CPUParams{Weights: "/w/expert.safetensors", Threads: 2}
 	want.Steps, want.Shift, want.NoiseSeed = 4, 3, 43
@@ -133,7 +130,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"--ros-args", "--params-file"}, []string{"--params-file needs a value"}},
 		{ros("--params-file", "/nonexistent/params.yaml"), []string{"params file", "/nonexistent/params.yaml"}},
 	} {
-		_, err := LoadParams(c.args, fqn)
+		_, err := Load(c.args, fqn)
 		if err == nil {
 			t.Errorf("%v: no error", c.args)
 			continue
@@ -149,7 +146,7 @@ func TestCommandLineErrors(t *testing.T) {
 // TestTopicNameFromParamsFile: a YAML escape can put a NUL into a topic
 // name that no command line can; it is refused like any invalid name.
 func TestTopicNameFromParamsFile(t *testing.T) {
-	p := DefaultParams()
+	p := Default()
 	p.HTP.ContextBinary = "/m.bin"
 	if err := p.ApplyParamsYAML([]byte("/**:\n  ros__parameters:\n    topics:\n      kv_cache: \"kv\\0cache\"\n"), fqn); err != nil {
 		t.Fatal(err)
@@ -176,12 +173,12 @@ func TestValidateAcrossParameters(t *testing.T) {
 		{[]string{"-p", "topics.diagnostics:=/diag//x"}, `parameter "topics.diagnostics": topic name "/diag//x" is not a valid ROS topic name: it repeats '/' at byte 6`},
 		{[]string{"-p", "sync.timeout:=0"}, `"sync.timeout" must be positive`},
 	} {
-		_, err := LoadParams(ros(append(base, c.rules...)...), fqn)
+		_, err := Load(ros(append(base, c.rules...)...), fqn)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one containing %q", c.rules, err, c.want)
 		}
 	}
-	if _, err := LoadParams(ros(append(base, "-p", "use_sim_time:=false")...), fqn); err != nil {
+	if _, err := Load(ros(append(base, "-p", "use_sim_time:=false")...), fqn); err != nil {
 		t.Errorf("use_sim_time false: %v", err)
 	}
 }
@@ -215,23 +212,10 @@ func TestTopicParameters(t *testing.T) {
 		{"/arm/fastwam_action_expert", append(post, "-p", "actions.topic:=/action_chunk"), ""},
 		{"/arm/fastwam_action_expert", []string{"-p", "topics.context:=/arm/video_kv_cache"}, `name the same topic "/arm/video_kv_cache" in node /arm/fastwam_action_expert`},
 	} {
-		_, err := LoadParams(ros(append(append([]string(nil), base...), c.rules...)...), c.fqn)
+		_, err := Load(ros(append(append([]string(nil), base...), c.rules...)...), c.fqn)
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: error %v, want %q", c.fqn, c.rules, err, c.want)
 		}
-	}
-	// NewManaged resolves in the node's name too.
-	p := DefaultParams()
-	p.Backend, p.CPU.Weights = BackendCPU, "unused.safetensors"
-	p.Topics.Context = "/action_chunk"
-	open := func(context.Context, Params) (expert.Backend, error) {
-		return nil, errors.New("not opened in this test")
-	}
-	if _, err := NewManaged(ManagedConfig{Params: p, Name: fqn, Open: open}, NewBus()); err == nil || !strings.Contains(err.Error(), `"topics.context" and "topics.actions"`) {
-		t.Errorf("NewManaged with topics.context /action_chunk: %v", err)
-	}
-	if _, err := NewManaged(ManagedConfig{Params: p, Name: "/arm/fastwam_action_expert", Open: open}, NewBus()); err != nil {
-		t.Errorf("NewManaged in /arm with topics.context /action_chunk: %v", err)
 	}
 }
 
@@ -268,11 +252,11 @@ other_node:
 
 func TestParamsFile(t *testing.T) {
 	path := writeFile(t, paramsFile)
-	p, err := LoadParams(ros("--params-file", path), fqn)
+	p, err := Load(ros("--params-file", path), fqn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultParams()
+	want := Default()
 	want.Backend, want.CPU.Weights = BackendCPU, "/w/all.safetensors"
 	want.Steps, want.Shift = 6, 4.5
 	want.QoS.KVCache.Reliability, want.QoS.KVCache.Depth = ReliabilityBestEffort, 1
@@ -284,7 +268,7 @@ func TestParamsFile(t *testing.T) {
 	}
 
 	// In /robot the nested-namespace and wildcard sections apply too.
-	p, err = LoadParams(ros("--params-file", path), "/robot/fastwam_action_expert")
+	p, err = Load(ros("--params-file", path), "/robot/fastwam_action_expert")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,10 +278,10 @@ func TestParamsFile(t *testing.T) {
 	}
 
 	// Command-line order decides: later rules win.
-	if p, _ := LoadParams(ros("--params-file", path, "-p", "steps:=3"), fqn); p.Steps != 3 {
+	if p, _ := Load(ros("--params-file", path, "-p", "steps:=3"), fqn); p.Steps != 3 {
 		t.Errorf("-p after the file: steps %d, want 3", p.Steps)
 	}
-	if p, _ := LoadParams(ros("-p", "steps:=3", "--params-file", path), fqn); p.Steps != 6 {
+	if p, _ := Load(ros("-p", "steps:=3", "--params-file", path), fqn); p.Steps != 6 {
 		t.Errorf("-p before the file: steps %d, want 6", p.Steps)
 	}
 }
@@ -327,7 +311,7 @@ func TestParamsFileErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeFile(t, c.text)
-			p := DefaultParams()
+			p := Default()
 			before := p
 			err := p.ApplyROSArgs(ros("--params-file", path), fqn)
 			if err == nil {
@@ -347,7 +331,7 @@ func TestParamsFileErrors(t *testing.T) {
 
 func TestParamsFileIgnoresOtherNodes(t *testing.T) {
 	path := writeFile(t, "other_node:\n  ros__parameters:\n    unknown_to_us: 1\n    steps: nonsense\n/**:\n  ros__parameters:\n    htp:\n      context_binary: /m.bin\n")
-	p, err := LoadParams(ros("--params-file", path), fqn)
+	p, err := Load(ros("--params-file", path), fqn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +391,7 @@ func TestScalarTyping(t *testing.T) {
 }
 
 func TestParamNamesAreDocumented(t *testing.T) {
-	names := ParamNames()
+	names := Names()
 	if len(names) < 30 {
 		t.Fatalf("%d parameters, want the full set", len(names))
 	}
@@ -417,21 +401,21 @@ func TestParamNamesAreDocumented(t *testing.T) {
 		}
 	}
 	// Every declared parameter accepts its own default's spelling.
-	p := DefaultParams()
+	p := Default()
 	for _, n := range names {
 		if err := p.Set(n, defaultText(t, n)); err != nil {
 			t.Errorf("setting %s to its default: %v", n, err)
 		}
 	}
-	if !reflect.DeepEqual(p, DefaultParams()) {
-		t.Errorf("setting every default changed the parameters:\n%+v\n%+v", p, DefaultParams())
+	if !reflect.DeepEqual(p, Default()) {
+		t.Errorf("setting every default changed the parameters:\n%+v\n%+v", p, Default())
 	}
 }
 
 // defaultText is the YAML spelling of parameter name's default.
 func defaultText(t *testing.T, name string) string {
 	t.Helper()
-	p := DefaultParams()
+	p := Default()
 	v, ok := p.Value(name)
 	if !ok {
 		t.Fatalf("no parameter %q", name)
@@ -440,13 +424,13 @@ func defaultText(t *testing.T, name string) string {
 }
 
 func TestParamsYAMLRoundTrip(t *testing.T) {
-	p := DefaultParams()
+	p := Default()
 	p.HTP.ContextBinary = "/models/a b.bin"
 	p.Shift = 4
 	p.ClipMin, p.ClipMax = []float64{-1, -2, -3, -4, -5, -6, -7.5}, []float64{1, 2, 3, 4, 5, 6, 7.5}
-	for _, p := range []Params{DefaultParams(), p} {
+	for _, p := range []Params{Default(), p} {
 		text := p.ParamsYAML("/**")
-		q := DefaultParams()
+		q := Default()
 		q.ClipMin, q.ClipMax = []float64{3}, []float64{4} // must stay when the file has no clip bounds
 		if len(p.ClipMin) == 0 {
 			p.ClipMin, p.ClipMax = q.ClipMin, q.ClipMax
@@ -457,7 +441,7 @@ func TestParamsYAMLRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(p, q) {
 			t.Errorf("round trip:\n%+v\n%+v\n%s", p, q, text)
 		}
-		for _, n := range ParamNames() {
+		for _, n := range Names() {
 			leaf := n[strings.LastIndex(n, ".")+1:]
 			if !strings.Contains(string(text), " "+leaf+":") {
 				t.Errorf("%s missing from the YAML", n)
@@ -472,7 +456,7 @@ func TestParamsYAMLRoundTrip(t *testing.T) {
 func TestSharedBringupParamsFile(t *testing.T) {
 	path := writeFile(t, "/**:\n  ros__parameters: {use_sim_time: true, robot_base_frame: base_link}\n")
 	var ignored []string
-	p, err := LoadParams(ros("--params-file", path, "-p", "htp.context_binary:=/m.bin"), fqn,
+	p, err := Load(ros("--params-file", path, "-p", "htp.context_binary:=/m.bin"), fqn,
 		rosparam.ReportIgnored(func(sec string, names []string) { ignored = append(ignored, sec+":"+strings.Join(names, ",")) }))
 	if err != nil {
 		t.Fatalf("shared bringup file refused: %v", err)
@@ -484,7 +468,7 @@ func TestSharedBringupParamsFile(t *testing.T) {
 		t.Errorf("ignored %q, want %q", ignored, want)
 	}
 	own := writeFile(t, fqn+":\n  ros__parameters: {robot_base_frame: base_link, stesp: 3}\n")
-	if _, err := LoadParams(ros("--params-file", own, "-p", "htp.context_binary:=/m.bin"), fqn); err == nil ||
+	if _, err := Load(ros("--params-file", own, "-p", "htp.context_binary:=/m.bin"), fqn); err == nil ||
 		!strings.Contains(err.Error(), `unknown parameter "robot_base_frame"`) {
 		t.Errorf("own section: err = %v, want unknown parameter refused", err)
 	}

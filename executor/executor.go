@@ -41,6 +41,7 @@ import (
 
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // DropReason says why a chunk was refused.
@@ -254,7 +255,7 @@ func New(cfg Config, t node.Transport) (*Executor, error) {
 	if e.outp, err = newOutput(p, t); err != nil {
 		return nil, err
 	}
-	if e.diag, err = t.Advertise(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: node.DiagnosticsQoS()}); err != nil {
+	if e.diag, err = t.Advertise(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: params.DiagnosticsQoS()}); err != nil {
 		return nil, fmt.Errorf("executor: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
 	if err := t.Subscribe(node.Topic{Name: p.Topics.Chunks, Type: msgs.TypeActionChunk, QoS: p.QoS.Chunks}, e.onChunk); err != nil {
@@ -262,7 +263,7 @@ func New(cfg Config, t node.Transport) (*Executor, error) {
 	}
 	if p.Topics.Hold != "" {
 		// As a latched command would be sent: reliable, the last one kept.
-		q := node.QoS{Reliability: node.ReliabilityReliable, Durability: node.DurabilityVolatile, History: node.HistoryKeepLast, Depth: 1}
+		q := params.QoS{Reliability: params.ReliabilityReliable, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 1}
 		if err := t.Subscribe(node.Topic{Name: p.Topics.Hold, Type: msgs.TypeBool, QoS: q}, e.onHold); err != nil {
 			return nil, fmt.Errorf("executor: subscribe %s: %w", p.Topics.Hold, err)
 		}

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/actions"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 // TestNothingUnsafeReachesTheExecutor runs the node (CPU reference
@@ -40,8 +41,8 @@ func TestNothingUnsafeReachesTheExecutor(t *testing.T) {
 			}
 			defer be.Close()
 			bus := node.NewBus()
-			p := node.DefaultParams()
-			p.Backend, p.CPU.Weights, p.SelfTest.Skip, p.Steps = node.BackendCPU, "tiny", true, 2
+			p := params.Default()
+			p.Backend, p.CPU.Weights, p.SelfTest.Skip, p.Steps = params.BackendCPU, "tiny", true, 2
 			p.MaxInputAge = 0
 			p.Actions.Post.Limits = actions.Limits{Min: []float64{-bound}, Max: []float64{bound}, Mode: mode}
 			stamp := time.Unix(1_700_000_000, 0)

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/bag"
+	"github.com/fastwam/actionexpert/executor"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/msgs"
-	"github.com/fastwam/actionexpert/node"
-	"github.com/fastwam/actionexpert/node/executor"
+	"github.com/fastwam/actionexpert/node/params"
 )
 
 const (
@@ -48,8 +48,8 @@ func setup(t *testing.T) ([]Pair, expert.Backend) {
 }
 
 func baseOptions(pairs []Pair, b expert.Backend) Options {
-	p := node.DefaultParams()
-	p.Backend, p.CPU.Weights = node.BackendCPU, "injected by the test"
+	p := params.Default()
+	p.Backend, p.CPU.Weights = params.BackendCPU, "injected by the test"
 	return Options{
 		Pairs: pairs, Backend: b, Params: p,
 		Latency: 4, Delay: -1, Horizon: 24, Schedule: expert.MaskExp, MaxGuidance: 5,

@@ -1,10 +1,10 @@
-package node
+package params
 
 import (
 	"github.com/fastwam/actionexpert/internal/rosparam"
 )
 
-// LoadParams returns the defaults overridden by the parameter rules among
+// Load returns the defaults overridden by the parameter rules among
 // args, in command-line order, then validated as a whole. Only what stands
 // between `--ros-args` and `--` (or the end) is read: `-p`/`--param
 // [node:]name:=value` and `--params-file FILE`. nodeName is the node's
@@ -13,8 +13,8 @@ import (
 // node-prefixed rules that apply. Undeclared names in a params-file
 // section that selects the node by pattern are skipped
 // (rosparam.ReportIgnored reports them).
-func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
-	p := DefaultParams()
+func Load(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
+	p := Default()
 	if err := p.ApplyROSArgs(args, nodeName, opts...); err != nil {
 		return Params{}, err
 	}
@@ -29,7 +29,7 @@ func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params
 func setParam(p *Params, name string, v rosparam.Value) error { return p.set(name, fromROS(v)) }
 
 // ApplyROSArgs applies the parameter rules among args to p (see
-// LoadParams). Other ROS arguments are skipped; rcl interprets them.
+// Load). Other ROS arguments are skipped; rcl interprets them.
 func (p *Params) ApplyROSArgs(args []string, nodeName string, opts ...rosparam.Option) error {
 	return rosparam.ApplyROSArgs(p, setParam, args, nodeName, opts...)
 }
