@@ -153,7 +153,7 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 		// The stage's output becomes e.a; the buffers rotate.
 		e.a, e.b, e.c = z, x0, other(e.b, e.c, z, x0)
 		x, h, wd = e.a, oh, ow
-		e.emit(fmt.Sprintf("stage%d", s), x, dims[s+1], h, wd)
+		e.emit(stageNames[s], x, dims[s+1], h, wd)
 	}
 	c := dims[4]
 	e.resBlock(e.b, x, &w.Middle0, h, wd)
@@ -175,6 +175,39 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 	}
 	return nil
 }
+
+// Flops is the useful work of one Encode, 2 per multiply-add: every
+// convolution's product at its output size (the last temporal tap only)
+// and the attention's two products.
+func (e *VAEEncoder) Flops() float64 {
+	w := e.w
+	n := float64(e.height * e.width / 4) // pixels at the current resolution
+	conv := func(c *Conv, pixels float64) float64 {
+		return 2 * float64(c.Out*c.In*c.K*c.K) * pixels
+	}
+	res := func(r *ResBlock, pixels float64) float64 {
+		f := conv(&r.Conv2, pixels) + conv(&r.Conv6, pixels)
+		if r.Shortcut != nil {
+			f += conv(r.Shortcut, pixels)
+		}
+		return f
+	}
+	f := conv(&w.Conv1, n)
+	for s := range w.Stages {
+		st := &w.Stages[s]
+		f += res(&st.Res[0], n) + res(&st.Res[1], n)
+		if st.Down != nil {
+			n /= 4
+			f += conv(st.Down, n)
+		}
+	}
+	c := float64(w.Proj.In)
+	f += res(&w.Middle0, n) + res(&w.Middle2, n) + conv(&w.QKV, n) + conv(&w.Proj, n) + 2*2*n*n*c
+	return f + conv(&w.Head, n) + conv(&w.Out, n)
+}
+
+// stageNames name the stage boundaries for the trace.
+var stageNames = [4]string{"stage0", "stage1", "stage2", "stage3"}
 
 // other returns whichever of b, c is neither z nor x0: the third buffer.
 func other(b, c, z, x0 []float32) []float32 {
