@@ -3,6 +3,8 @@ package worldmodel
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -49,13 +51,15 @@ func PickGemm(name, path string) (cpu.Gemm, string, error) {
 // VAEEncoder runs the Wan2.2 VAE encoder at T = 1 (one frame) as rank-3
 // operations on [C, h, w] activations (spec §4): a [3, H, W] image in
 // [−1, 1] to the normalised latent mean [48, H/16, W/16]. Its scratch is
-// made once, for one image size, so Encode allocates nothing of its own.
-// A VAEEncoder is not safe for concurrent use.
+// made once, for one image size; RMSc, SiLU and im2col are shared among
+// GOMAXPROCS goroutines (results do not depend on their number). A
+// VAEEncoder is not safe for concurrent use.
 type VAEEncoder struct {
-	w      *VAEWeights
-	height int
-	width  int
-	gemm   cpu.Gemm
+	w       *VAEWeights
+	height  int
+	width   int
+	gemm    cpu.Gemm
+	workers int // goroutines of the element-wise work and im2col
 
 	a, b, c, t, s []float32 // activations, each of the largest activation's length
 	col           []float32 // im2col bands
@@ -91,7 +95,7 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 	col := max(colCap, 9*max(12, d)*(width/2))
 	col = min(col, 9*max(12, d)*p)
 	e := &VAEEncoder{
-		w: w, height: height, width: width, gemm: gemm,
+		w: w, height: height, width: width, gemm: gemm, workers: runtime.GOMAXPROCS(0),
 		a: make([]float32, act), b: make([]float32, act), c: make([]float32, act),
 		t: make([]float32, act), s: make([]float32, act),
 		col: make([]float32, col), norm: make([]float64, p), scores: make([]float32, n*n),
@@ -160,7 +164,7 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 	e.attention(e.b, h*wd)
 	e.resBlock(x, e.b, &w.Middle2, h, wd)
 	e.emit("middle", x, c, h, wd)
-	rmscSilu(e.t[:c*h*wd], x[:c*h*wd], w.HeadGamma, c, h*wd, true, e.norm)
+	e.rmscSilu(e.t[:c*h*wd], x[:c*h*wd], w.HeadGamma, c, h*wd, true)
 	e.conv(e.b, e.t, &w.Head, h, wd, 1)
 	e.emit("head", e.b, 2*LatentChannels, h, wd)
 	n := h * wd
@@ -267,7 +271,9 @@ func (e *VAEEncoder) conv(y, x []float32, cv *Conv, h, w, stride int) {
 			r1 := min(oh, r0+band)
 			m := (r1 - r0) * ow
 			col := e.col[:k*m]
-			im2col(col, x, cv.In, h, w, cv.K, stride, pad, r0, r1, ow)
+			e.parallel(cv.In, len(col), func(lo, hi int) {
+				im2col(col, x, lo, hi, h, w, cv.K, stride, pad, r0, r1, ow)
+			})
 			e.gemm.Sgemm(blas.NoTrans, blas.NoTrans, cv.Out, m, k, 1, cv.W, k, col, m, 0, y[r0*ow:], n)
 		}
 	}
@@ -281,12 +287,12 @@ func (e *VAEEncoder) conv(y, x []float32, cv *Conv, h, w, stride int) {
 
 // im2col writes the columns of a k×k convolution with the given stride and
 // top/left padding of x [c, h, w], for output rows r0..r1−1 of width ow,
-// into col [c·k·k, (r1−r0)·ow]:
+// into col [c·k·k, (r1−r0)·ow], the rows of the channels c0..c1−1:
 // col[(ci·k + dy)·k + dx, (r − r0)·ow + j] = x[ci, stride·r + dy − pad, stride·j + dx − pad],
 // zero where that is outside x.
-func im2col(col, x []float32, c, h, w, k, stride, pad, r0, r1, ow int) {
+func im2col(col, x []float32, c0, c1, h, w, k, stride, pad, r0, r1, ow int) {
 	m := (r1 - r0) * ow
-	for ci := range c {
+	for ci := c0; ci < c1; ci++ {
 		plane := x[ci*h*w : (ci+1)*h*w]
 		for dy := range k {
 			for dx := range k {
@@ -323,12 +329,18 @@ func im2col(col, x []float32, c, h, w, k, stride, pad, r0, r1, ow int) {
 // rmscSilu writes RMSc(x; γ) (spec §4.1: over the c channels at each of the
 // n pixels, x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU when silu is set,
 // into y. The norms and each value are computed in float64 and rounded
-// once. norm is scratch of at least n.
-func rmscSilu(y, x, gamma []float32, c, n int, silu bool, norm []float64) {
-	ss := norm[:n]
+// once. norm is scratch of at least n. The pixels are shared among the
+// encoder's workers.
+func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, n int, silu bool) {
+	e.parallel(n, c*n, func(lo, hi int) { rmscSiluRange(y, x, gamma, c, n, lo, hi, silu, e.norm) })
+}
+
+// rmscSiluRange is rmscSilu for the pixels lo..hi−1.
+func rmscSiluRange(y, x, gamma []float32, c, n, lo, hi int, silu bool, norm []float64) {
+	ss := norm[lo:hi]
 	clear(ss)
 	for ch := range c {
-		row := x[ch*n : (ch+1)*n]
+		row := x[ch*n+lo : ch*n+hi]
 		for i, v := range row {
 			f := float64(v)
 			ss[i] += f * f
@@ -340,7 +352,7 @@ func rmscSilu(y, x, gamma []float32, c, n int, silu bool, norm []float64) {
 	}
 	for ch := range c {
 		g := float64(gamma[ch])
-		row, out := x[ch*n:(ch+1)*n], y[ch*n:(ch+1)*n]
+		row, out := x[ch*n+lo:ch*n+hi], y[ch*n+lo:ch*n+hi]
 		for i, v := range row {
 			f := float64(v) * ss[i] * g
 			if silu {
@@ -349,6 +361,23 @@ func rmscSilu(y, x, gamma []float32, c, n int, silu bool, norm []float64) {
 			out[i] = float32(f)
 		}
 	}
+}
+
+// parallel runs f over 0..n−1 in contiguous parts, one per worker, when
+// the work (about size values) is worth the goroutines; otherwise in one
+// call. The parts write disjoint data.
+func (e *VAEEncoder) parallel(n, size int, f func(lo, hi int)) {
+	k := min(e.workers, n)
+	if k <= 1 || size < 1<<16 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range k {
+		lo, hi := p*n/k, (p+1)*n/k
+		wg.Go(func() { f(lo, hi) })
+	}
+	wg.Wait()
 }
 
 // resBlock writes ResBlock(x) (spec §4.3) into y; y must not be x, and the
@@ -361,9 +390,9 @@ func (e *VAEEncoder) resBlock(y, x []float32, rb *ResBlock, h, w int) {
 		e.conv(e.s, x, rb.Shortcut, h, w, 1)
 		short = e.s[:out*n]
 	}
-	rmscSilu(e.t[:in*n], x[:in*n], rb.Gamma0, in, n, true, e.norm)
+	e.rmscSilu(e.t[:in*n], x[:in*n], rb.Gamma0, in, n, true)
 	e.conv(y, e.t, &rb.Conv2, h, w, 1)
-	rmscSilu(e.t[:out*n], y[:out*n], rb.Gamma3, out, n, true, e.norm)
+	e.rmscSilu(e.t[:out*n], y[:out*n], rb.Gamma3, out, n, true)
 	e.conv(y, e.t, &rb.Conv6, h, w, 1)
 	y = y[:out*n]
 	for i, v := range short {
@@ -407,7 +436,7 @@ func (e *VAEEncoder) attention(x []float32, n int) {
 	w := e.w
 	c := w.Proj.In
 	y, qkv, o := e.t[:c*n], e.s[:3*c*n], e.c[:c*n]
-	rmscSilu(y, x[:c*n], w.AttnGamma, c, n, false, e.norm)
+	e.rmscSilu(y, x[:c*n], w.AttnGamma, c, n, false)
 	e.conv(qkv, y, &w.QKV, 1, n, 1)
 	q, k, v := qkv[:c*n], qkv[c*n:2*c*n], qkv[2*c*n:]
 	s := e.scores[:n*n]

@@ -87,11 +87,12 @@ func TestVAEFlops(t *testing.T) {
 
 // BenchmarkVAEEncode is the encoder at the real width (d = 160, random
 // weights) on one 224 × 448 frame, with the sgemm PickGemm("auto") gives.
-// It reports the encoder's useful GFLOP/s as a ratio to that sgemm's on
-// the largest convolution's im2col shape (stage 0: M 160, K 1440,
-// N 112·224), measured in the same run ("x-sgemm"), the process's CPU
-// time per encode ("cpu-s") and its peak resident memory ("peak-MB",
-// weights included).
+// It reports the best encode's time ("best-s") and useful GFLOP/s, as a
+// ratio to the best GFLOP/s of that sgemm on the largest convolution's
+// im2col shape (stage 0: M 160, K 1440, N 112·224), one of which runs
+// before each encode ("x-sgemm"), the process's CPU time per encode
+// ("cpu-s") and its peak resident memory ("peak-MB", weights and the
+// yardstick's matrices included).
 func BenchmarkVAEEncode(b *testing.B) {
 	gemm, name, err := PickGemm("auto", "")
 	if err != nil {
@@ -113,21 +114,30 @@ func BenchmarkVAEEncode(b *testing.B) {
 	if err := e.Encode(lat, img); err != nil { // warm-up
 		b.Fatal(err)
 	}
-	sg := sgemmRate(gemm, VAEWidth, (FrameHeight/2)*(FrameWidth/2), 9*VAEWidth)
+	y := newSgemmYardstick(VAEWidth, (FrameHeight/2)*(FrameWidth/2), 9*VAEWidth)
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	b.ResetTimer()
+	var cpuTime time.Duration
+	best := time.Duration(1 << 62)
 	for b.Loop() {
+		// One yardstick sgemm per encode, outside the timer: both see
+		// the same machine load, and the best of each is compared.
+		b.StopTimer()
+		y.run(gemm)
+		b.StartTimer()
+		cpu0, t0 := processCPU(b), time.Now()
 		if err := e.Encode(lat, img); err != nil {
 			b.Fatal(err)
 		}
+		best = min(best, time.Since(t0))
+		cpuTime += processCPU(b) - cpu0
 	}
 	b.StopTimer()
-	per := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(e.Flops()/per/1e9, "GFLOP/s")
-	b.ReportMetric(e.Flops()/per/sg, "x-sgemm")
-	b.ReportMetric(sg/1e9, "sgemm-GFLOP/s")
-	b.ReportMetric((processCPU(b)-cpu0).Seconds()/float64(b.N), "cpu-s")
+	rate := e.Flops() / best.Seconds()
+	b.ReportMetric(best.Seconds(), "best-s")
+	b.ReportMetric(rate/1e9, "GFLOP/s")
+	b.ReportMetric(rate/y.rate(), "x-sgemm")
+	b.ReportMetric(y.rate()/1e9, "sgemm-GFLOP/s")
+	b.ReportMetric(cpuTime.Seconds()/float64(b.N), "cpu-s")
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
@@ -136,21 +146,33 @@ func BenchmarkVAEEncode(b *testing.B) {
 	runtime.KeepAlive(w)
 }
 
-// sgemmRate is the best FLOP/s of a few m × n × k products (NoTrans,
-// NoTrans, as the encoder's convolutions call it) measured now.
-func sgemmRate(g cpu.Gemm, m, n, k int) float64 {
-	a, bb, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
-	for i := range a {
-		a[i] = float32(i%13) / 13
+// sgemmYardstick is an m × n × k product (NoTrans, NoTrans, as the
+// encoder's convolutions call it) and the best time it took.
+type sgemmYardstick struct {
+	m, n, k int
+	a, b, c []float32
+	best    time.Duration
+}
+
+func newSgemmYardstick(m, n, k int) *sgemmYardstick {
+	y := &sgemmYardstick{m: m, n: n, k: k, a: make([]float32, m*k), b: make([]float32, k*n), c: make([]float32, m*n), best: 1 << 62}
+	for i := range y.a {
+		y.a[i] = float32(i%13) / 13
 	}
-	for i := range bb {
-		bb[i] = float32(i%7) / 7
+	for i := range y.b {
+		y.b[i] = float32(i%7) / 7
 	}
-	best := time.Duration(1 << 62)
-	for range 3 {
-		t0 := time.Now()
-		g.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, bb, n, 0, c, n)
-		best = min(best, time.Since(t0))
-	}
-	return 2 * float64(m) * float64(n) * float64(k) / best.Seconds()
+	return y
+}
+
+// run times one product.
+func (y *sgemmYardstick) run(g cpu.Gemm) {
+	t0 := time.Now()
+	g.Sgemm(blas.NoTrans, blas.NoTrans, y.m, y.n, y.k, 1, y.a, y.k, y.b, y.n, 0, y.c, y.n)
+	y.best = min(y.best, time.Since(t0))
+}
+
+// rate is the best FLOP/s measured.
+func (y *sgemmYardstick) rate() float64 {
+	return 2 * float64(y.m) * float64(y.n) * float64(y.k) / y.best.Seconds()
 }
