@@ -332,3 +332,35 @@ func TestVAESmallestImage(t *testing.T) {
 		}
 	}
 }
+
+// TestVAEWorkersDoNotChangeResults runs one 224 × 448 frame (large enough
+// for the element-wise work and im2col to be shared) with 1, 2 and 3
+// workers and requires the same latent, bit for bit.
+func TestVAEWorkersDoNotChangeResults(t *testing.T) {
+	w := randomVAEWeights(4, 7)
+	img := make([]float32, 3*FrameHeight*FrameWidth)
+	for i := range img {
+		img[i] = float32(i%251)/125 - 1
+	}
+	var first []float32
+	for _, k := range []int{1, 2, 3} {
+		e, err := NewVAEEncoder(w, FrameHeight, FrameWidth, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.workers = k
+		lat := make([]float32, LatentChannels*(FrameHeight/16)*(FrameWidth/16))
+		if err := e.Encode(lat, img); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = lat
+			continue
+		}
+		for i := range lat {
+			if math.Float32bits(lat[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("%d workers: latent %d is %v, with 1 worker %v", k, i, lat[i], first[i])
+			}
+		}
+	}
+}
