@@ -22,7 +22,7 @@ Writes to --out (default golden/vae/):
                        float64: conv1, stage0..stage3, middle, head, mu, each [C, h, w];
                        latent [1, 48, 1, h, w] float64
 
-Usage: /usr/bin/python3 golden/make_vae_golden.py [--out DIR] [--dim 4] [--height 64] [--width 128]
+Usage: /usr/bin/python3 golden/make_vae_golden.py [--out DIR] [--dim 4] [--height 64] [--width 128] [--threads 1]
 """
 
 import argparse
@@ -221,10 +221,11 @@ def main():
     ap.add_argument("--height", type=int, default=64)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--seed", type=int, default=26)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: the same sums on every machine)")
     args = ap.parse_args()
     if args.height % 16 or args.width % 16 or args.height <= 0 or args.width <= 0:
         sys.exit(f"--height and --width must be positive multiples of 16, got {args.height} × {args.width}")
-    torch.set_num_threads(1)  # one thread: the float64 sums in one order, the same on every machine
+    torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
     wb = random_weights(args.dim, rng)
     image = image_tensor(rng, args.height, args.width)

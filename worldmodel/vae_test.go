@@ -364,3 +364,27 @@ func TestVAEWorkersDoNotChangeResults(t *testing.T) {
 		}
 	}
 }
+
+// TestVAEMatchesReferenceIn compares the encoder with a reference written
+// elsewhere by golden/make_vae_golden.py, named by FASTWAM_VAE_REFERENCE
+// (a directory), such as the real width on one frame:
+//
+//	/usr/bin/python3 golden/make_vae_golden.py --dim 160 --height 224 --width 448 --threads 2 --out DIR
+//	FASTWAM_VAE_REFERENCE=DIR go test -run TestVAEMatchesReferenceIn -v ./worldmodel
+//
+// Opt-in (the reference takes minutes and 0.7 GB of files at d = 160):
+// skipped when the variable is unset.
+func TestVAEMatchesReferenceIn(t *testing.T) {
+	dir := os.Getenv("FASTWAM_VAE_REFERENCE")
+	if dir == "" {
+		t.Skip("FASTWAM_VAE_REFERENCE is not set (opt-in: a directory written by golden/make_vae_golden.py)")
+	}
+	g, name, err := PickGemm("auto", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s, %s:", dir, name)
+	for _, l := range compareVAE(t, dir, g) {
+		t.Log(l)
+	}
+}
