@@ -75,8 +75,8 @@ type VAEEncoder struct {
 // multiples of 16, at most MaxVAESide) computing its products with gemm
 // (nil: gonum's pure Go; see PickGemm).
 func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder, error) {
-	if w == nil || w.Dim < 1 {
-		return nil, fmt.Errorf("worldmodel: VAE encoder: no weights")
+	if err := w.Validate(); err != nil {
+		return nil, err
 	}
 	if height < 16 || width < 16 || height%16 != 0 || width%16 != 0 || height > MaxVAESide || width > MaxVAESide {
 		return nil, fmt.Errorf("worldmodel: VAE encoder: image of %d × %d (height × width): want each side a multiple of 16 in 16..%d", height, width, MaxVAESide)

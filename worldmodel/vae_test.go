@@ -276,6 +276,26 @@ func TestVAEEncoderRefuses(t *testing.T) {
 	if _, err := NewVAEEncoder(nil, 64, 64, nil); err == nil {
 		t.Error("nil weights accepted")
 	}
+	for _, c := range []struct {
+		edit func(w *VAEWeights)
+		want string
+	}{
+		{func(w *VAEWeights) { w.Stages[1].Res[0].Shortcut = nil }, "encoder.downsamples.1.downsamples.0.shortcut: missing"},
+		{func(w *VAEWeights) { w.Head.B = w.Head.B[:95] }, "encoder.head.2 has 13824 weights and 95 biases, want 13824 and 96"},
+		{func(w *VAEWeights) { w.QKV.Out = 16 }, "encoder.middle.1.to_qkv is 16 → 16, 1 × 1; want 16 → 48, 1 × 1"},
+		{func(w *VAEWeights) { w.AttnGamma = nil }, "encoder.middle.1.norm.gamma has 0 values, want 16"},
+		{func(w *VAEWeights) { w.Stages[3].Down = w.Stages[2].Down }, "stage 3 has no down convolution"},
+		{func(w *VAEWeights) { w.Dim = 0 }, "base width d = 0, want 1..1024"},
+	} {
+		bad, err := NewVAEWeights(source(vaeTensors(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.edit(bad)
+		if _, err := NewVAEEncoder(bad, 64, 64, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one containing %q", err, c.want)
+		}
+	}
 	e, err := NewVAEEncoder(w, 32, 64, nil)
 	if err != nil {
 		t.Fatal(err)

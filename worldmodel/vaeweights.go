@@ -244,3 +244,69 @@ func (r *vaeReader) res(prefix string, in, out int) ResBlock {
 	}
 	return b
 }
+
+// Validate checks that every kernel, bias and gain of w has the length its
+// place in the encoder of base width w.Dim requires (as NewVAEWeights
+// makes them), so that a hand-built VAEWeights cannot make the encoder
+// index outside a slice. Errors name the tensor by its spec §6.1 key.
+func (w *VAEWeights) Validate() error {
+	if w == nil {
+		return errors.New("worldmodel: VAE weights: none")
+	}
+	if w.Dim < 1 || w.Dim > MaxVAEWidth {
+		return fmt.Errorf("worldmodel: VAE weights: base width d = %d, want 1..%d", w.Dim, MaxVAEWidth)
+	}
+	var err error
+	conv := func(name string, c *Conv, in, out, k int) {
+		switch {
+		case err != nil:
+		case c == nil:
+			err = fmt.Errorf("%s: missing", name)
+		case c.In != in || c.Out != out || c.K != k:
+			err = fmt.Errorf("%s is %d → %d, %d × %d; want %d → %d, %d × %d", name, c.In, c.Out, c.K, c.K, in, out, k, k)
+		case len(c.W) != out*in*k*k || len(c.B) != out:
+			err = fmt.Errorf("%s has %d weights and %d biases, want %d and %d", name, len(c.W), len(c.B), out*in*k*k, out)
+		}
+	}
+	gain := func(name string, g []float32, n int) {
+		if err == nil && len(g) != n {
+			err = fmt.Errorf("%s has %d values, want %d", name, len(g), n)
+		}
+	}
+	res := func(p string, r *ResBlock, in, out int) {
+		gain(p+".residual.0.gamma", r.Gamma0, in)
+		conv(p+".residual.2", &r.Conv2, in, out, 3)
+		gain(p+".residual.3.gamma", r.Gamma3, out)
+		conv(p+".residual.6", &r.Conv6, out, out, 3)
+		if in != out {
+			conv(p+".shortcut", r.Shortcut, in, out, 1)
+		} else if err == nil && r.Shortcut != nil {
+			err = fmt.Errorf("%s.shortcut: present, but the block keeps its width %d", p, in)
+		}
+	}
+	dims := vaeDims(w.Dim)
+	conv("encoder.conv1", &w.Conv1, 12, w.Dim, 3)
+	for s := range w.Stages {
+		p := fmt.Sprintf("encoder.downsamples.%d.downsamples", s)
+		res(p+".0", &w.Stages[s].Res[0], dims[s], dims[s+1])
+		res(p+".1", &w.Stages[s].Res[1], dims[s+1], dims[s+1])
+		if s != 3 {
+			conv(p+".2.resample.1", w.Stages[s].Down, dims[s+1], dims[s+1], 3)
+		} else if err == nil && w.Stages[s].Down != nil {
+			err = fmt.Errorf("%s.2: stage 3 has no down convolution", p)
+		}
+	}
+	c := dims[4]
+	res("encoder.middle.0", &w.Middle0, c, c)
+	gain("encoder.middle.1.norm.gamma", w.AttnGamma, c)
+	conv("encoder.middle.1.to_qkv", &w.QKV, c, 3*c, 1)
+	conv("encoder.middle.1.proj", &w.Proj, c, c, 1)
+	res("encoder.middle.2", &w.Middle2, c, c)
+	gain("encoder.head.0.gamma", w.HeadGamma, c)
+	conv("encoder.head.2", &w.Head, c, 2*LatentChannels, 3)
+	conv("conv1 (rows 0..47)", &w.Out, 2*LatentChannels, LatentChannels, 1)
+	if err != nil {
+		return fmt.Errorf("worldmodel: VAE weights (d = %d): %w", w.Dim, err)
+	}
+	return nil
+}
