@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/fastwam/actionexpert/internal/proc"
 	"github.com/fastwam/actionexpert/msgs"
 )
 
@@ -191,7 +192,7 @@ func CleanStale(dir, prefix string) ([]string, error) {
 			continue
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) != os.Getuid() || pidAlive(pid) {
+		if !ok || int(st.Uid) != os.Getuid() || proc.Alive(pid) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
@@ -199,13 +200,6 @@ func CleanStale(dir, prefix string) ([]string, error) {
 		}
 	}
 	return removed, nil
-}
-
-// pidAlive reports whether process pid exists (signal 0: EPERM means it
-// exists under another user).
-func pidAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // checkName refuses a segment name that is not one plain file name.

@@ -15,6 +15,7 @@ import (
 	"github.com/fastwam/actionexpert/bag"
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/proc"
 	"github.com/fastwam/actionexpert/internal/progress"
 	"github.com/fastwam/actionexpert/msgs"
 	"github.com/fastwam/actionexpert/node"
@@ -114,7 +115,7 @@ func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
 	if parent == "" {
 		parent = "."
 	}
-	removeStaleStages(parent, pidAlive, o.Logger)
+	removeStaleStages(parent, proc.Alive, o.Logger)
 	tmp, err := os.MkdirTemp(parent, stagePattern())
 	if err != nil {
 		return nil, fmt.Errorf("replay: make bag: %w", err)

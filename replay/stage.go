@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,13 +80,4 @@ func ownedByUs(path string) bool {
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	return ok && int(sys.Uid) == os.Getuid()
-}
-
-// pidAlive says whether a process with this pid exists: kill(pid, 0)
-// fails with ESRCH only when there is none (EPERM: it exists, another
-// user's). Any other answer counts as alive, so nothing is removed on
-// doubt.
-func pidAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return !errors.Is(err, syscall.ESRCH)
 }

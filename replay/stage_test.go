@@ -3,7 +3,6 @@ package replay
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,21 +65,6 @@ func TestRemoveStaleStages(t *testing.T) {
 	}
 	if len(w.lines) != 1 || !strings.Contains(w.lines[0], stale) || !strings.Contains(w.lines[0], fmt.Sprint(dead)) {
 		t.Errorf("warnings %q, want one naming %s and pid %d", w.lines, stale, dead)
-	}
-}
-
-// TestPidAlive: this process is alive; a child that has exited and been
-// reaped is not.
-func TestPidAlive(t *testing.T) {
-	if !pidAlive(os.Getpid()) {
-		t.Error("own pid not alive")
-	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run true: %v", err)
-	}
-	if pidAlive(cmd.Process.Pid) {
-		t.Errorf("reaped child %d alive", cmd.Process.Pid)
 	}
 }
 
