@@ -23,6 +23,7 @@ sys.path.insert(0, GOLDEN)
 import export  # noqa: E402
 import graphs  # noqa: E402
 import lint  # noqa: E402
+import onnx_eval  # noqa: E402
 from safetensors_io import write_safetensors  # noqa: E402
 
 torch.set_num_threads(1)
@@ -273,6 +274,58 @@ class Export(unittest.TestCase):
                 ops |= {n.op_type for n in m.graph.node}
             figure("exported graphs (tiny), all linted rank <= 4", ", ".join(sorted(want)))
             figure("ops used", " ".join(sorted(ops)))
+            self.evaluate(paths, world)
+
+    def evaluate(self, paths, world):
+        """Run the ONNX files themselves (golden/export/onnx_eval.py) against the torch modules and the goldens."""
+        m = {k: onnx.load(p) for k, p in paths.items()}
+        ev = lambda name, **feeds: list(onnx_eval.run(m[name], feeds).values())  # noqa: E731
+        # The action graphs on golden/tiny's production case (every video token visible).
+        z = np.load(os.path.join(GOLDEN, "tiny", "case_all.npz"))
+        c = {k: torch.from_numpy(z[k]) for k in z.files}
+        self.assertEqual(int(c["visible_video"][0]) or 8, 8)
+        W = export.load_action(os.path.join(GOLDEN, "tiny", "weights.safetensors"))
+        mono = graphs.ActionStep(W, 8).eval()
+        worst_golden = worst_torch = 0.0
+        split_equal = True
+        for i in range(c["step_timesteps"].shape[0]):
+            feeds = dict(latents_action=c["step_latents"][i], timestep=c["step_timesteps"][i:i + 1],
+                         video_keys=c["video_keys"], video_values=c["video_values"], context=c["context"],
+                         context_mask=c["context_mask"])
+            (got,) = ev("action_step", **feeds)
+            ck, cv = ev("action_context", context=c["context"])
+            (split,) = ev("action_step_ctx", cross_keys=ck, cross_values=cv,
+                          **{k: v for k, v in feeds.items() if k != "context"})
+            split_equal &= torch.equal(split, got)
+            with torch.no_grad():
+                ref = mono(*feeds.values())
+            worst_torch = max(worst_torch, maxrel(got, ref))
+            worst_golden = max(worst_golden, maxrel(got, c["step_pred"][i]))
+        figure("ONNX action_step (evaluated from the file) vs the torch module: max|diff|/max|ref|", f"{worst_torch:.3e}")
+        figure("ONNX action_step vs golden/tiny step_pred (4 timesteps): max|diff|/max|ref|", f"{worst_golden:.3e}")
+        figure("ONNX action_context + action_step_ctx vs ONNX action_step", "bit for bit" if split_equal else "DIFFERENT")
+        self.assertTrue(split_equal)
+        self.assertLess(worst_torch, 1e-5)
+        self.assertLess(worst_golden, 1e-4)
+        # The prefill chain, from the files, against the monolithic torch prefill.
+        from safetensors_io import read_safetensors
+        sd, meta = read_safetensors(world)
+        cfg = graphs.world_config(meta, sd)
+        g = torch.Generator().manual_seed(5)
+        latent, context = torch.randn(1, 4, 4, 8, generator=g), torch.randn(1, 5, 32, generator=g)
+        with torch.no_grad():
+            _, km, vm = graphs.Prefill(sd, cfg, 0, 5, (4, 8)).eval()(latent, context)
+        ctx_v, k0, v0, hid = ev("prefill_0", latent=latent, context=context)
+        k1, v1 = ev("prefill_1", hidden=hid, ctx_v=ctx_v)
+        r = max(maxrel(torch.cat([k0, k1]), km), maxrel(torch.cat([v0, v1]), vm))
+        figure("ONNX prefill_0 -> prefill_1 chain (from the files) vs the monolithic torch prefill: max|diff|/max|ref|", f"{r:.3e}")
+        self.assertLess(r, 1e-5)
+        # The VAE graph from the file against the float64 reference's latent.
+        zv = np.load(os.path.join(GOLDEN, "vae", "vae.npz"))
+        (lat,) = ev("vae_encoder", image=torch.from_numpy(zv["image"]))
+        r = maxrel(lat, torch.from_numpy(zv["latent"])[:, :, 0])
+        figure("ONNX vae_encoder (from the file) vs golden/vae float64 latent: max|diff|/max|ref|", f"{r:.3e}")
+        self.assertLess(r, 1e-5)
 
 
 class Linter(unittest.TestCase):
