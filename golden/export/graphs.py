@@ -24,11 +24,15 @@ Graphs (names and I/O fixed by the contracts):
 
 import json
 import math
+import os
 import re
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # golden/: the key checks
 
 EPS = 1e-6
 THETA = 10000.0
@@ -175,9 +179,14 @@ def action_config(meta, sd):
         cfg = json.loads(meta["fastwam_config"])
     except (KeyError, ValueError) as e:
         raise GraphError(f"no usable fastwam_config metadata: {e}") from e
-    n = 1 + max((int(m.group(1)) for k in sd for m in [re.match(r"blocks\.(\d+)\.", k)] if m), default=-1)
-    if n != cfg.get("num_layers"):
-        raise GraphError(f"config says {cfg.get('num_layers')} layers, the tensors have {n}")
+    if not isinstance(cfg, dict):
+        raise GraphError("fastwam_config metadata is not a JSON object")
+    from export_checkpoint import ExportError, check_keys  # the action expert's strict key and shape check
+    from reference import CONFIG_KEYS
+    try:
+        check_keys(sd, {k: cfg[k] for k in CONFIG_KEYS if k in cfg})
+    except (ExportError, ValueError, TypeError) as e:
+        raise GraphError(f"action expert: {e}") from e
     return cfg
 
 
@@ -330,7 +339,50 @@ def world_config(meta, sd):
             raise GraphError(f"{WORLD_CONFIG_KEY} says {k} = {v}, the tensors say {cfg[k]}")
     if n < 1:
         raise GraphError("no blocks.<l>. tensors: not a video DiT")
+    check_shapes(sd, world_shapes(cfg), "video DiT")
     return cfg
+
+
+def world_shapes(cfg):
+    """The §6.2 keys (no prefix) and shapes the prefill reads, for cfg (head.* is never used)."""
+    D, Fw, T, f, z = cfg["dim"], cfg["ffn_dim"], cfg["text_dim"], cfg["freq_dim"], cfg["z_dim"]
+    shapes = {"patch_embedding.weight": (D, z, 1, 2, 2), "patch_embedding.bias": (D,),
+              "text_embedding.0.weight": (D, T), "text_embedding.0.bias": (D,),
+              "text_embedding.2.weight": (D, D), "text_embedding.2.bias": (D,),
+              "time_embedding.0.weight": (D, f), "time_embedding.0.bias": (D,),
+              "time_embedding.2.weight": (D, D), "time_embedding.2.bias": (D,),
+              "time_projection.1.weight": (6 * D, D), "time_projection.1.bias": (6 * D,)}
+    for l in range(cfg["num_layers"]):
+        p = f"blocks.{l}."
+        shapes[p + "modulation"] = (1, 6, D)
+        for a in ("self_attn", "cross_attn"):
+            for n in "qkvo":
+                shapes[f"{p}{a}.{n}.weight"] = (D, D)
+                shapes[f"{p}{a}.{n}.bias"] = (D,)
+            shapes[f"{p}{a}.norm_q.weight"] = (D,)
+            shapes[f"{p}{a}.norm_k.weight"] = (D,)
+        shapes[p + "norm3.weight"], shapes[p + "norm3.bias"] = (D,), (D,)
+        shapes[p + "ffn.0.weight"], shapes[p + "ffn.0.bias"] = (Fw, D), (Fw,)
+        shapes[p + "ffn.2.weight"], shapes[p + "ffn.2.bias"] = (D, Fw), (D,)
+    return shapes
+
+
+def check_shapes(sd, shapes, what):
+    """GraphError listing every missing, misshaped, non-float or non-finite tensor of sd against shapes."""
+    problems = []
+    for k, shape in shapes.items():
+        t = sd.get(k)
+        if not isinstance(t, torch.Tensor):
+            problems.append(f"missing: {k} {list(shape)}")
+        elif tuple(t.shape) != tuple(shape):
+            problems.append(f"misshaped: {k} is {list(t.shape)}, want {list(shape)}")
+        elif not t.is_floating_point():
+            problems.append(f"not floating point: {k} ({t.dtype})")
+        elif not bool(torch.isfinite(t).all()):
+            problems.append(f"non-finite values: {k}")
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        raise GraphError(f"{what}: {len(problems)} tensor problem(s):\n  " + "\n  ".join(shown))
 
 
 class Prefill(nn.Module):
@@ -462,6 +514,8 @@ class VAEEncoder(nn.Module):
             raise GraphError(f"image {H}x{Wd}: H and W must be positive multiples of 32 (world-model.md §4.11)")
         self.latent_hw = (H // 16, Wd // 16)  # fixed: the graph's shapes are static
         d = int(f32(sd, "encoder.conv1.weight").shape[0])
+        from make_vae_golden import weight_shapes  # the §6.1 key list and shapes
+        check_shapes(sd, {k: v for k, v in weight_shapes(d) if ".time_conv." not in k}, "VAE")
         self.dims = [d, d, 2 * d, 4 * d, 4 * d]
         self.n = 0
         self.params = {}

@@ -24,7 +24,7 @@ import export  # noqa: E402
 import graphs  # noqa: E402
 import lint  # noqa: E402
 import onnx_eval  # noqa: E402
-from safetensors_io import write_safetensors  # noqa: E402
+from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -214,6 +214,21 @@ class PrefillGraphs(unittest.TestCase):
         figure("prefill layer-0 video_keys (patch embed, folded TM, 3-D RoPE) vs float64 complex-RoPE check", f"{r:.3e}")
         self.assertLess(r, 1e-5)
 
+    def test_refuses_bad_tensors(self):
+        sd = dict(self.sd)
+        sd["blocks.2.ffn.0.weight"] = sd["blocks.2.ffn.0.weight"][:, :-1]
+        del sd["blocks.3.self_attn.q.bias"]
+        with self.assertRaisesRegex(graphs.GraphError, r"(?s)misshaped: blocks.2.ffn.0.weight is \[96, 47\].*missing: blocks.3.self_attn.q.bias"):
+            graphs.world_config({graphs.WORLD_CONFIG_KEY: '{"num_heads": 2}'}, sd)
+        vae, _ = read_safetensors(os.path.join(GOLDEN, "vae", "weights.safetensors"))
+        vae["encoder.head.2.weight"] = vae["encoder.head.2.weight"][:, :, :2]
+        with self.assertRaisesRegex(graphs.GraphError, "misshaped: encoder.head.2.weight"):
+            graphs.VAEEncoder(vae, (64, 128))
+        act, meta = read_safetensors(os.path.join(GOLDEN, "tiny", "weights.safetensors"))
+        act["blocks.1.norm3.bias"] = act["blocks.1.norm3.bias"] * float("nan")
+        with self.assertRaisesRegex(graphs.GraphError, "non-finite values: blocks.1.norm3.bias"):
+            graphs.action_config(meta, act)
+
     def test_bad_range(self):
         with self.assertRaises(graphs.GraphError):
             graphs.Prefill(self.sd, self.cfg, 3, 3, (4, 8))
@@ -308,7 +323,6 @@ class Export(unittest.TestCase):
         self.assertLess(worst_torch, 1e-5)
         self.assertLess(worst_golden, 1e-4)
         # The prefill chain, from the files, against the monolithic torch prefill.
-        from safetensors_io import read_safetensors
         sd, meta = read_safetensors(world)
         cfg = graphs.world_config(meta, sd)
         g = torch.Generator().manual_seed(5)
