@@ -248,6 +248,12 @@ func (p *Plan) Write(out io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	w := o.Weights
+	if _, err := fmt.Fprintf(out, "per layer (%v): video DiT %s, its trimmed last %s, prefill_0's stem %s; action step %s\n",
+		w, GB(WorldLayerTensors(o.World).Bytes(w)), GB(WorldLastLayerTensors(o.World).Bytes(w)),
+		GB(WorldStemTensors(o.World).Bytes(w)), GB(ActionStepLayerTensors(o.Action).Bytes(w))); err != nil {
+		return err
+	}
 	for i, b := range p.ProcessBytes {
 		if _, err := fmt.Fprintf(out, "process %d (%s): %s of %s\n", i, processRole(o.Processes, i), GB(b), GB(o.ProcessLimit)); err != nil {
 			return err

@@ -5,6 +5,7 @@ Run: /usr/bin/python3 golden/export/test_export.py [-v]   (graphs/export_test.go
 Prints one FIGURE line per measured comparison (the Go test relays them).
 """
 
+import io
 import math
 import os
 import sys
@@ -340,6 +341,50 @@ class Export(unittest.TestCase):
         r = maxrel(lat, torch.from_numpy(zv["latent"])[:, :, 0])
         figure("ONNX vae_encoder (from the file) vs golden/vae float64 latent: max|diff|/max|ref|", f"{r:.3e}")
         self.assertLess(r, 1e-5)
+
+
+class RealInterfaces(unittest.TestCase):
+    """The contracts' real I/O shapes (docs/graphs.md): the released token counts, image, latent and
+    widths at every interface, with narrow insides (hidden 64, 2 layers; a 48-wide DiT) so the test
+    stays small. Layer counts are the only sizes that differ from the real graphs'."""
+
+    def test_real_io_shapes(self):
+        import json
+        from make_vae_golden import random_weights
+        from reference import ActionExpert, init_random_
+        cfg = {"hidden_dim": 64, "ffn_dim": 64, "num_heads": 24, "attn_head_dim": 128, "num_layers": 2,
+               "text_dim": 4096, "freq_dim": 256, "eps": 1e-6, "action_dim": 7}
+        m = ActionExpert(cfg)
+        init_random_(m, torch.Generator().manual_seed(1))
+        world = dict(TINY_WORLD, z_dim=48, text_dim=4096, num_layers=3)
+        with tempfile.TemporaryDirectory() as d:
+            a, w, v = (os.path.join(d, n + ".safetensors") for n in ("action", "world", "vae"))
+            write_safetensors(a, {k: t.detach() for k, t in m.state_dict().items()}, {"fastwam_config": json.dumps(cfg)})
+            write_safetensors(w, random_world(world), {graphs.WORLD_CONFIG_KEY: '{"num_heads": 2}'})
+            write_safetensors(v, random_weights(4, np.random.default_rng(2)))
+            paths = export.export_all(os.path.join(d, "out"), action=a, world=w, ranges="0:1,1:3", vae=v,
+                                      log=io.StringIO())
+            shapes = {}
+            for name, p in paths.items():
+                g = onnx.load(p).graph
+                for vi in list(g.input) + list(g.output):
+                    shapes[(name, vi.name)] = [x.dim_value for x in vi.type.tensor_type.shape.dim]
+        want = {
+            ("vae_encoder", "image"): [1, 3, 224, 448], ("vae_encoder", "latent"): [1, 48, 14, 28],
+            ("prefill_0", "latent"): [1, 48, 14, 28], ("prefill_0", "context"): [1, 129, 4096],
+            ("prefill_0", "video_keys"): [1, 1, 98, 48], ("prefill_0", "hidden_out"): [1, 98, 48],
+            ("prefill_1", "hidden"): [1, 98, 48], ("prefill_1", "ctx_v"): [1, 129, 48],
+            ("prefill_1", "video_values"): [2, 1, 98, 48],
+            ("action_context", "context"): [1, 129, 4096], ("action_context", "cross_keys"): [2, 1, 129, 3072],
+            ("action_step_ctx", "latents_action"): [1, 32, 7], ("action_step_ctx", "timestep"): [1],
+            ("action_step_ctx", "video_keys"): [2, 1, 98, 3072], ("action_step_ctx", "cross_values"): [2, 1, 129, 3072],
+            ("action_step_ctx", "context_mask"): [1, 129], ("action_step_ctx", "pred_noise"): [1, 32, 7],
+            ("action_step", "context"): [1, 129, 4096], ("action_step", "video_values"): [2, 1, 98, 3072],
+        }
+        for k, s in want.items():
+            self.assertEqual(shapes.get(k), s, k)
+        figure("real interface shapes (224x448 image, 14x28 latent, 98 video tokens, 129x4096 context, width 3072)",
+               "exported and linted")
 
 
 class Linter(unittest.TestCase):
