@@ -73,7 +73,7 @@ def export_graph(module, args, path):
                           output_names=list(module.OUTPUTS), opset_version=OPSET, do_constant_folding=True)
     # torch 1.13's exporter leaves some output dims symbolic (after Pad, Conv) although every shape is
     # static; onnx's inference (with data propagation) resolves them: write its shapes into the outputs.
-    m = onnx.load(path)
+    m = onnx.load(path, load_external_data=False)  # over 2 GB torch writes external data: keep it there
     for out in m.graph.output:
         out.type.tensor_type.ClearField("shape")
     del m.graph.value_info[:]

@@ -330,6 +330,8 @@ def world_config(meta, sd):
             own = json.loads(meta[WORLD_CONFIG_KEY])
         except ValueError as e:
             raise GraphError(f"metadata {WORLD_CONFIG_KEY} is not JSON: {e}") from e
+        if not isinstance(own, dict):
+            raise GraphError(f"metadata {WORLD_CONFIG_KEY} is not a JSON object")
     dh = int(own.get("attn_head_dim") or (cfg["dim"] // int(own["num_heads"]) if own.get("num_heads") else 128))
     if dh <= 0 or cfg["dim"] % dh:
         raise GraphError(f"head dim {dh} does not divide the width {cfg['dim']}")
