@@ -214,3 +214,33 @@ func TestWrite(t *testing.T) {
 		}
 	}
 }
+
+// The planner's counts agree with the graphs golden/export/graphs.py
+// exports: the sums of the torch modules' buffers (weights and constants,
+// exactly what each ONNX file holds besides shape operands), obtained with
+//
+//	m = graphs.VAEEncoder(make_vae_golden.random_weights(d, rng), (H, W)); sum(b.numel() for b in m.buffers())
+//	m = graphs.Prefill(sd, cfg, lo, hi, (4, 8)); ...   (sd, cfg: test_export.py's TINY_WORLD)
+func TestSizesAgreeWithTheExportModules(t *testing.T) {
+	for _, c := range []struct {
+		vae  VAEConfig
+		want int64
+	}{
+		{VAEConfig{Dim: 4, ZDim: 48, ImageH: 64, ImageW: 128}, 54408},
+		{VAEConfig{Dim: 8, ZDim: 48, ImageH: 224, ImageW: 448}, 176592},
+	} {
+		if got := VAETensors(c.vae).Params(); got != c.want {
+			t.Errorf("vae_encoder %+v: %d values, the export module holds %d", c.vae, got, c.want)
+		}
+	}
+	w := WorldConfig{Dim: 48, FFN: 96, Heads: 2, HeadDim: 24, Layers: 5, TextDim: 32, FreqDim: 256, ZDim: 4,
+		LatentH: 4, LatentW: 8, ContextTokens: 5}
+	for _, c := range []struct {
+		lo, hi int
+		want   int64
+	}{{0, 2, 62640}, {2, 4, 57888}, {4, 5, 5424}, {0, 5, 125184}} {
+		if got := rangeTensors(w, c.lo, c.hi).Params(); got != c.want {
+			t.Errorf("prefill [%d, %d): %d values, the export module holds %d", c.lo, c.hi, got, c.want)
+		}
+	}
+}
