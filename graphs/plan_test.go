@@ -217,7 +217,8 @@ func TestWrite(t *testing.T) {
 
 // The planner's counts agree with the graphs golden/export/graphs.py
 // exports: the sums of the torch modules' buffers (weights and constants,
-// exactly what each ONNX file holds besides shape operands), obtained with
+// what each ONNX file holds besides shape operands and the LayerNorms'
+// constant gains of ones), obtained with
 //
 //	m = graphs.VAEEncoder(make_vae_golden.random_weights(d, rng), (H, W)); sum(b.numel() for b in m.buffers())
 //	m = graphs.Prefill(sd, cfg, lo, hi, (4, 8)); ...   (sd, cfg: test_export.py's TINY_WORLD)
