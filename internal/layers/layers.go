@@ -65,6 +65,7 @@ func table() []entry {
 		{"msgs", Contracts},
 		{"safetensors", Contracts},
 		{"qnnrt", Contracts},
+		{"graphs", Contracts}, // the NPU graph set's sizes and plan (imports nothing of ours)
 		{"node/rostime", Contracts},
 		{"expert/cpu", Parts},
 		{"expert/htp", Parts},
