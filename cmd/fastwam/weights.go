@@ -22,19 +22,33 @@ import (
 )
 
 // weightsMakeUsage is the help text of `fastwam weights make`.
-const weightsMakeUsage = "-o FILE [flags]\n\n" +
-	"Writes random CPU-backend test weights as a safetensors file: every tensor of the action\n" +
-	"expert's state dict (spec §1) for the configuration the flags give, drawn from a seeded\n" +
-	"generator (matrices uniform in ±sqrt(3/fan_in), RMSNorm and LayerNorm gains 1±0.2, the rest\n" +
-	"±0.1), stored as f32, f16 or bf16. The configuration goes into the file's fastwam_config\n" +
-	"metadata, so the CPU backend needs no config.json beside it (-weights FILE, cpu.weights:=FILE).\n" +
-	"The defaults are the full-size model's message widths (30 layers, 24x128 heads, text width\n" +
-	"4096, 98 video and 129 context tokens, 32 actions x 7) with a small hidden and FFN width (64),\n" +
-	"so that full-size inputs can be exercised without the checkpoint in a file of about 195 MB;\n" +
-	"-hidden 1024 -ffn 4096 gives the full model (4.1 GB in f32). Same flags and -seed, same bytes.\n\n" +
+const weightsMakeUsage = "-o FILE [-model expert|world|vae|text] [flags]\n\n" +
+	"Writes random test weights as a safetensors file. Same flags and -seed, same bytes.\n\n" +
+	"-model expert (the default): every tensor of the action expert's state dict (spec §1) for the\n" +
+	"configuration the flags give, drawn from a seeded generator (matrices uniform in ±sqrt(3/fan_in),\n" +
+	"RMSNorm and LayerNorm gains 1±0.2, the rest ±0.1), stored as f32, f16 or bf16. The configuration\n" +
+	"goes into the file's fastwam_config metadata, so the CPU backend needs no config.json beside it\n" +
+	"(-weights FILE, cpu.weights:=FILE). The defaults are the full-size model's message widths (30\n" +
+	"layers, 24x128 heads, text width 4096, 98 video and 129 context tokens, 32 actions x 7) with a\n" +
+	"small hidden and FFN width (64), so that full-size inputs can be exercised without the checkpoint\n" +
+	"in a file of about 195 MB; -hidden 1024 -ffn 4096 gives the full model (4.1 GB in f32).\n\n" +
+	"-model world: the video DiT and the proprio encoder in the DiT weight file contract\n" +
+	"(docs/world-model.md): spec §6.2's keys without mixtures.video., the last layer only what its K\n" +
+	"and V need (all of it and head.* with -keep-unused), proprio_encoder.weight [text-dim,\n" +
+	"proprio-dim] and .bias, the configuration in the fastwam_world_config metadata. Values as spec §7:\n" +
+	"matrices N(0,1)/sqrt(fan_in), gains 1+0.2N, biases 0.1N, modulation 0.3N. The defaults are\n" +
+	"golden/tiny/world's: 2 layers, 4x8 heads, hidden 32, ffn 64, text 32, freq 256, proprio 8, latent\n" +
+	"48; the full model is -layers 30 -heads 24 -head-dim 128 -ffn 14336 -text-dim 4096 (20 GB in f32).\n\n" +
+	"-model vae: the Wan2.2 VAE's 86 encoder-side tensors (spec §6.1: encoder.* with time_conv, and\n" +
+	"conv1) in the released file's layout, base width -vae-dim (default 16, spec §9; released 160),\n" +
+	"values as for world; worldmodel.LoadVAEWeights reads it.\n\n" +
+	"-model text: one text cache entry for -task in the folder -o (docs/world-model.md, \"The text\n" +
+	"cache\"): -rows x -text-dim (default 128 x 32), rows 0..tokens-1 N(0,1), the rest zero, bf16\n" +
+	"unless -dtype f32, the encoder identity -encoder. Inputs for tests, not an encoder's output.\n\n" +
 	"Use: fastwam weights make -o /tmp/w.safetensors, then cpu.weights:=/tmp/w.safetensors for the node\n" +
 	"(--ros-args -p) or replay (-p), or -weights /tmp/w.safetensors for bag make (with a full-size\n" +
-	"-golden), to run full-size messages through the CPU backend."
+	"-golden), to run full-size messages through the CPU backend. golden/tiny/world/README.md has the\n" +
+	"commands of the tiny world model's files."
 
 func runWeightsMake(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("weights make", stdout, stderr, weightsMakeUsage)
