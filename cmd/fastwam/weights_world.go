@@ -296,7 +296,7 @@ var modelFlags = map[string][]string{
 
 // checkModelFlags refuses an unknown -model and a flag given that the
 // model does not read (it would be silently ignored).
-func checkModelFlags(model string, set map[string]bool) error {
+func checkModelFlags(model string, set map[string]string) error {
 	own, ok := modelFlags[model]
 	if !ok {
 		return usageError("-model must be expert, world, vae or text, got %q", model)
@@ -307,8 +307,8 @@ func checkModelFlags(model string, set map[string]bool) error {
 	}
 	for _, name := range []string{"layers", "heads", "head-dim", "text-dim", "hidden", "ffn", "freq-dim", "action-dim", "action-tokens",
 		"video-tokens", "context-tokens", "eps", "proprio-dim", "latent-channels", "keep-unused", "vae-dim", "task", "rows", "tokens", "encoder"} {
-		if set[name] && !allowed[name] {
-			return usageError("-%s does not apply to -model %s (it reads -%s)", name, model, strings.Join(own, ", -"))
+		if v, ok := set[name]; ok && !allowed[name] {
+			return usageError("-%s %s does not apply to -model %s (it reads -%s)", name, v, model, strings.Join(own, ", -"))
 		}
 	}
 	return nil
@@ -319,9 +319,9 @@ func checkModelFlags(model string, set map[string]bool) error {
 // were parsed into c with the action expert's defaults: a flag the user
 // did not give takes the world model's default instead.
 func makeWorldSide(ctx context.Context, model, out string, force bool, st storageType, seed uint64, progressMode string, stdout, stderr io.Writer,
-	set map[string]bool, c cpu.Config, w worldConfig, keepUnused bool, vaeDim int, text textEntrySpec) error {
+	set map[string]string, c cpu.Config, w worldConfig, keepUnused bool, vaeDim int, text textEntrySpec) error {
 	pick := func(flag string, v int, def int) int {
-		if set[flag] {
+		if _, ok := set[flag]; ok {
 			return v
 		}
 		return def
