@@ -123,7 +123,7 @@ func checkWorldWeightsFile(t *testing.T, path string, want worldConfig, full boo
 	}
 }
 
-// tensorStd returns the mean and standard deviation of a tensor's values.
+// tensorStats returns the mean and standard deviation of a tensor's values.
 func tensorStats(t *testing.T, path, name string) (mean, std float64) {
 	t.Helper()
 	f, err := safetensors.Open(path)
@@ -135,14 +135,7 @@ func tensorStats(t *testing.T, path, name string) (mean, std float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range v {
-		mean += float64(x)
-	}
-	mean /= float64(len(v))
-	for _, x := range v {
-		std += (float64(x) - mean) * (float64(x) - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(v)))
+	return valueStats(v)
 }
 
 func mustRun(t *testing.T, args ...string) string {
