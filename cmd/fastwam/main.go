@@ -17,6 +17,7 @@
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
 //	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
+//	fastwam cycle    [flags]            the device cycle model of the IQ-9075 fed to the closed-loop simulation: one table of deployments
 //	fastwam version  [-json]            the module version and VCS revision of this binary (also -version, --version)
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
@@ -58,6 +59,7 @@ func commands() []command {
 			{name: "make", summary: "write random CPU-backend test weights (safetensors, f32/f16/bf16) of any shape", run: runWeightsMake},
 		}},
 		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
+		{name: "cycle", summary: "the device cycle model of the IQ-9075 (latency per graph) fed to the closed-loop simulation: starvation and seams per deployment", run: runCycle},
 		{name: "version", summary: "print the module version and the VCS revision this binary was built from", run: runVersion},
 	}
 }

@@ -1,0 +1,119 @@
+package asyncsim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fastwam/actionexpert/expert"
+)
+
+// CycleOptions configure RunCycles: the device model's inputs and the
+// closed-loop simulation each deployment's cycle is fed to.
+type CycleOptions struct {
+	Board       Board
+	Model       Model
+	Deployments []Deployment
+	// Sim is the simulation's template (inputs, backend, parameters,
+	// control period, periods, RTC settings). For each deployment
+	// RunCycles sets its Latency to the cycle in control periods, its
+	// Delay to ceil of that, its Params.Steps to the deployment's steps,
+	// and raises its Horizon to the delay when the delay exceeds it.
+	Sim Options
+}
+
+// CycleRow is one deployment's estimate and what the simulation made of
+// it.
+type CycleRow struct {
+	Cycle Cycle
+	// Periods is the inference delay, the cycle in control periods.
+	Periods float64
+	// Slack is how many control periods of the previous chunk are left
+	// when the next one arrives: a chunk covers action_tokens periods from
+	// its observation, and the next arrives ceil(Periods) + Periods
+	// periods after it (the node takes the first observation after it
+	// delivered). Below 0 the executor starves.
+	Slack float64
+	// Result is the closed-loop simulation at that latency; nil when the
+	// cycle is longer than the chunk (Periods > action_tokens - 1): a
+	// chunk arrives with no row left to execute, and the executor starves
+	// between every two chunks.
+	Result *Result
+}
+
+// Starvations is the executor's starvation count (the same in every RTC
+// mode: the timing does not depend on it); -1 without a simulation.
+func (r *CycleRow) Starvations() int {
+	if r.Result == nil || len(r.Result.Modes) == 0 {
+		return -1
+	}
+	return int(r.Result.Modes[0].Stats.Starvations)
+}
+
+// SeamP95 is the p95 seam jump of RTC mode m, NaN without a simulation.
+func (r *CycleRow) SeamP95(m expert.RTCMode) float64 {
+	if r.Result == nil {
+		return math.NaN()
+	}
+	if mr := r.Result.Mode(m); mr != nil {
+		return mr.SeamQuantiles().P95
+	}
+	return math.NaN()
+}
+
+// RunCycles estimates each deployment's cycle on the board and runs the
+// closed-loop simulation at that latency. Deployments with the same
+// latency and steps share one simulation. An error is a board, model or
+// deployment the device model refuses, or a simulation that failed.
+func RunCycles(ctx context.Context, o CycleOptions) ([]CycleRow, error) {
+	if len(o.Deployments) == 0 {
+		return nil, errNoDeployments
+	}
+	if o.Sim.Backend == nil {
+		return nil, fmt.Errorf("asyncsim: cycles: no backend")
+	}
+	dt := o.Sim.ControlPeriod
+	if dt == 0 {
+		dt = 50 * time.Millisecond
+		o.Sim.ControlPeriod = dt
+	}
+	if dt < time.Millisecond || dt > time.Minute {
+		return nil, fmt.Errorf("asyncsim: control period %v; want 1 ms to 1 min", dt)
+	}
+	rows := o.Sim.Backend.Dims().ActionTokens
+	type key struct {
+		lat   float64
+		steps int
+	}
+	done := map[key]*Result{}
+	out := make([]CycleRow, 0, len(o.Deployments))
+	for _, d := range o.Deployments {
+		c, err := o.Board.Estimate(o.Model, d)
+		if err != nil {
+			return nil, err
+		}
+		// The latency in periods, to the nanosecond's precision the
+		// simulation's clock has.
+		lat := float64(c.Total) / float64(dt)
+		row := CycleRow{Cycle: c, Periods: lat, Slack: float64(rows) - math.Ceil(lat) - lat}
+		if lat <= float64(rows-1) {
+			k := key{lat, d.Steps}
+			res, ok := done[k]
+			if !ok {
+				so := o.Sim
+				so.Latency = lat
+				so.Delay = int(math.Ceil(lat))
+				so.Horizon = max(so.Horizon, so.Delay)
+				so.Params.Steps = d.Steps
+				if res, err = Run(ctx, so); err != nil {
+					return nil, fmt.Errorf("asyncsim: %v (cycle %v, %.2f periods): %w", d, c.Total, lat, err)
+				}
+				done[k] = res
+			}
+			row.Result = res
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
