@@ -35,6 +35,10 @@ type CycleRow struct {
 	// periods after it (the node takes the first observation after it
 	// delivered). Below 0 the executor starves.
 	Slack float64
+	// MinBandwidth is the lowest effective bandwidth, bytes/s, at which
+	// the deployment keeps the executor fed (Slack >= 0), the rest of the
+	// board as given; +Inf when none does (the compute alone is too long).
+	MinBandwidth float64
 	// Result is the closed-loop simulation at that latency; nil when the
 	// cycle is longer than the chunk (Periods > action_tokens - 1): a
 	// chunk arrives with no row left to execute, and the executor starves
@@ -96,7 +100,10 @@ func RunCycles(ctx context.Context, o CycleOptions) ([]CycleRow, error) {
 		// The latency in periods, to the nanosecond's precision the
 		// simulation's clock has.
 		lat := float64(c.Total) / float64(dt)
-		row := CycleRow{Cycle: c, Periods: lat, Slack: float64(rows) - math.Ceil(lat) - lat}
+		row := CycleRow{Cycle: c, Periods: lat, Slack: slack(c.Total, dt, rows)}
+		if row.MinBandwidth, err = MinBandwidth(o.Board, o.Model, d, rows, dt); err != nil {
+			return nil, err
+		}
 		if lat <= float64(rows-1) {
 			k := key{lat, d.Steps}
 			res, ok := done[k]
@@ -116,4 +123,50 @@ func RunCycles(ctx context.Context, o CycleOptions) ([]CycleRow, error) {
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// slack is what is left of a chunk of rows actions, in control periods of
+// dt, when the next chunk arrives, for a cycle of total (CycleRow.Slack).
+func slack(total, dt time.Duration, rows int) float64 {
+	lat := float64(total) / float64(dt)
+	return float64(rows) - math.Ceil(lat) - lat
+}
+
+// Bandwidths MinBandwidth searches between, bytes/s.
+const (
+	minSearchBandwidth = 1e6
+	maxSearchBandwidth = 1e15
+)
+
+// MinBandwidth is the lowest effective weight-streaming bandwidth, bytes/s,
+// at which deployment d keeps an executor of chunks of rows actions at
+// control period dt fed (a slack >= 0), with b's other figures: found by
+// bisection to 1e-9 relative; +Inf when even 1e15 bytes/s does not (the
+// compute or the overheads alone take too long), 1e6 when that is enough.
+// An error is a board, model or deployment Estimate refuses.
+func MinBandwidth(b Board, m Model, d Deployment, rows int, dt time.Duration) (float64, error) {
+	if rows < 1 || dt <= 0 {
+		return 0, fmt.Errorf("asyncsim: minimum bandwidth for %d rows at %v; want rows >= 1 and a period above 0", rows, dt)
+	}
+	fed := func(bw float64) (bool, error) {
+		b.Bandwidth = bw
+		c, err := b.Estimate(m, d)
+		return slack(c.Total, dt, rows) >= 0, err
+	}
+	lo, hi := minSearchBandwidth, maxSearchBandwidth
+	if ok, err := fed(hi); err != nil || !ok {
+		return math.Inf(1), err
+	}
+	if ok, _ := fed(lo); ok {
+		return lo, nil
+	}
+	for hi/lo > 1+1e-9 { // fed(hi), not fed(lo)
+		mid := math.Sqrt(lo * hi)
+		if ok, _ := fed(mid); ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
 }

@@ -149,3 +149,42 @@ func TestCyclesRefuse(t *testing.T) {
 		t.Errorf("no backend: %v", err)
 	}
 }
+
+// TestMinBandwidth: just above the bandwidth found the executor is fed,
+// just below it is not; a compute-bound deployment that is too slow has
+// none.
+func TestMinBandwidth(t *testing.T) {
+	dt := 50 * time.Millisecond
+	for _, d := range Grid(FP16, W8, []Precision{FP16, W8}, []int{4, 10, 20}, []bool{false, true}, []int{1, 2}) {
+		bw, err := MinBandwidth(DefaultBoard(), FullModel(), d, 32, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.IsInf(bw, 1) {
+			continue
+		}
+		for _, c := range []struct {
+			f   float64
+			fed bool
+		}{{1.0001, true}, {0.9999, false}} {
+			b := DefaultBoard()
+			b.Bandwidth = bw * c.f
+			e, err := b.Estimate(FullModel(), d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := slack(e.Total, dt, 32); (s >= 0) != c.fed {
+				t.Errorf("%v: at %.4g x the minimum %.4g GB/s the slack is %.3f; want fed %v", d, c.f, bw/1e9, s, c.fed)
+			}
+		}
+	}
+	b := DefaultBoard()
+	b.FP16Rate = 0.1e12 // 10 steps of 105 GFLOP: 10.5 s of compute alone
+	d := Deployment{VAE: FP16, WorldModel: W8, Expert: FP16, Steps: 10, Processes: 1}
+	if bw, err := MinBandwidth(b, FullModel(), d, 32, dt); err != nil || !math.IsInf(bw, 1) {
+		t.Errorf("at 0.1 TFLOP/s: %v, %v; want +Inf", bw, err)
+	}
+	if _, err := MinBandwidth(b, FullModel(), d, 0, dt); err == nil {
+		t.Error("0 rows: no error")
+	}
+}

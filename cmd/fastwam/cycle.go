@@ -154,6 +154,14 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// gbs formats a bandwidth in GB/s; +Inf as "never".
+func gbs(v float64) string {
+	if math.IsInf(v, 1) {
+		return "never"
+	}
+	return fmt.Sprintf("%.1f", v/1e9)
+}
+
 func msDuration(ms float64) time.Duration { return time.Duration(math.Round(ms * 1e6)) }
 
 // deployments reads the list flags into the grid of deployments.
@@ -243,7 +251,7 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 		backend, tokens, dt, o.Sim.Periods, o.Sim.Horizon)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "expert\tsteps\tsplit\tproc\tfits\tvae ms\tprefill ms\thandoff ms\tcontext ms\tstep ms\tcycle ms\tdelay\td\tslack\tchunks\tstarved\tseam p95 off\treplace\tguided\t")
+	fmt.Fprintln(tw, "expert\tsteps\tsplit\tproc\tfits\tvae ms\tprefill ms\thandoff ms\tcontext ms\tstep ms\tcycle ms\tdelay\td\tslack\tfed from GB/s\tchunks\tstarved\tseam p95 off\treplace\tguided\t")
 	for i := range rows {
 		r := &rows[i]
 		c := &r.Cycle
@@ -265,17 +273,19 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 		if r.Result != nil {
 			chunks, starved = strconv.Itoa(len(r.Result.Modes[0].Chunks)), strconv.Itoa(r.Starvations())
 		}
-		fmt.Fprintf(tw, "%v\t%d\t%s\t%d\t%s\t%s\t%s (%d)\t%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%v\t%d\t%s\t%d\t%s\t%s\t%s (%d)\t%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			d.Expert, d.Steps, split, d.Processes, fits, ms(c.Stage(asyncsim.StageVAE).Latency), ms(pre.Latency), pre.Graphs,
-			ms(c.Handoff), ctxMS, ms(c.Stage(asyncsim.StageStep).Latency), ms(c.Total), r.Periods, int(math.Ceil(r.Periods)), r.Slack,
+			ms(c.Handoff), ctxMS, ms(c.Stage(asyncsim.StageStep).Latency), ms(c.Total), r.Periods, int(math.Ceil(r.Periods)), r.Slack, gbs(r.MinBandwidth),
 			chunks, starved, num(r.SeamP95(expert.RTCOff)), num(r.SeamP95(expert.RTCReplace)), num(r.SeamP95(expert.RTCGuided)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\nnote     delay = cycle / dt (control periods). A chunk covers %d periods from its observation and the next arrives\n"+
-		"         ceil(delay) + delay periods after it: slack is what is left of the chunk then, and below 0 the executor starves\n"+
-		"         (\"all\": the chunk arrives with no row left). fits: every process's contexts within %.4g GB. prefill (n): n contexts.\n",
+		"         ceil(delay) + delay periods after it: slack is what is left of the chunk then; below 0 the executor starves\n"+
+		"         (\"all\": the chunk arrives with no row left), and below 1 no row overlaps at the switch, so the executor\n"+
+		"         measures no seam (\"-\"). fed from: the lowest bandwidth with slack >= 0. fits: every process's contexts\n"+
+		"         within %.4g GB. prefill (n): a chain of n contexts.\n",
 		tokens, float64(b.ProcessLimit)/1e9)
 	return nil
 }

@@ -9,14 +9,15 @@ import (
 
 // cycleRowRE matches a row of cycle's table: expert, steps, split, proc,
 // fits, vae ms, prefill ms (contexts), handoff ms, context ms, step ms,
-// cycle ms, delay, d, slack, chunks, starved, seam p95 off, replace,
+// cycle ms, delay, d, slack, fed from GB/s, chunks, starved, seam p95 off, replace,
 // guided.
-var cycleRowRE = regexp.MustCompile(`(?m)^\s*(fp16|w8|w4)\s+(\d+)\s+(off|on)\s+([12])\s+(yes|no)\s+(\S+)\s+(\S+) \((\d+)\)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
+var cycleRowRE = regexp.MustCompile(`(?m)^\s*(fp16|w8|w4)\s+(\d+)\s+(off|on)\s+([12])\s+(yes|no)\s+(\S+)\s+(\S+) \((\d+)\)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
 
 type cycleRow struct {
 	expert, split, fits, starved string
 	steps, procs, d              int
 	handoff, cycle, delay, slack float64
+	fedFrom                      string
 	ctxMS                        string
 }
 
@@ -39,7 +40,7 @@ func parseCycle(t *testing.T, out string) []cycleRow {
 			return v
 		}
 		rows = append(rows, cycleRow{expert: m[1], steps: atoi(m[2]), split: m[3], procs: atoi(m[4]), fits: m[5],
-			handoff: atof(m[9]), ctxMS: m[10], cycle: atof(m[12]), delay: atof(m[13]), d: atoi(m[14]), slack: atof(m[15]), starved: m[17]})
+			handoff: atof(m[9]), ctxMS: m[10], cycle: atof(m[12]), delay: atof(m[13]), d: atoi(m[14]), slack: atof(m[15]), fedFrom: m[16], starved: m[18]})
 	}
 	return rows
 }
@@ -89,6 +90,11 @@ func TestCycle(t *testing.T) {
 		if on, off := at(e, 10, "on", 1), at(e, 10, "off", 1); !(on.cycle < off.cycle) {
 			t.Errorf("%s 10 steps: split %v ms, not split %v ms; want shorter", e, on.cycle, off.cycle)
 		}
+	}
+	// The seed bundle's layout (fp16, 10 steps, no split) is fed from
+	// about 35 GB/s: within issue 28's 36-50, with half a period to spare.
+	if r := at("fp16", 10, "off", 1); r.fedFrom != "34.8" || r.slack != 0.5 {
+		t.Errorf("fp16, 10 steps, no split: fed from %s GB/s, slack %v; want 34.8 and 0.5", r.fedFrom, r.slack)
 	}
 	if w8, fp := at("w8", 10, "off", 1), at("fp16", 10, "off", 1); !(w8.cycle < fp.cycle) {
 		t.Errorf("10 steps: w8 %v ms, fp16 %v ms; want w8 shorter", w8.cycle, fp.cycle)
