@@ -143,7 +143,8 @@ const (
 // control period dt fed (a slack >= 0), with b's other figures: found by
 // bisection to 1e-9 relative; +Inf when even 1e15 bytes/s does not (the
 // compute or the overheads alone take too long), 1e6 when that is enough.
-// An error is a board, model or deployment Estimate refuses.
+// An error is a board, model or deployment Estimate refuses at 1e15
+// bytes/s.
 func MinBandwidth(b Board, m Model, d Deployment, rows int, dt time.Duration) (float64, error) {
 	if rows < 1 || dt <= 0 {
 		return 0, fmt.Errorf("asyncsim: minimum bandwidth for %d rows at %v; want rows >= 1 and a period above 0", rows, dt)
@@ -151,7 +152,10 @@ func MinBandwidth(b Board, m Model, d Deployment, rows int, dt time.Duration) (f
 	fed := func(bw float64) (bool, error) {
 		b.Bandwidth = bw
 		c, err := b.Estimate(m, d)
-		return slack(c.Total, dt, rows) >= 0, err
+		if err != nil { // too slow for the model (MaxCycle): not fed
+			return false, err
+		}
+		return slack(c.Total, dt, rows) >= 0, nil
 	}
 	lo, hi := minSearchBandwidth, maxSearchBandwidth
 	if ok, err := fed(hi); err != nil || !ok {

@@ -187,4 +187,8 @@ func TestMinBandwidth(t *testing.T) {
 	if _, err := MinBandwidth(b, FullModel(), d, 0, dt); err == nil {
 		t.Error("0 rows: no error")
 	}
+	b.W8Rate = math.NaN()
+	if _, err := MinBandwidth(b, FullModel(), d, 32, dt); err == nil || !strings.Contains(err.Error(), "w8 rate") {
+		t.Errorf("a NaN rate: %v; want the board refused", err)
+	}
 }

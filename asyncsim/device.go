@@ -471,13 +471,22 @@ const (
 	StageStep    = "action_step"
 )
 
-// latency fills s.Latency from the board.
-func (b Board) latency(s *Stage) {
+// MaxCycle bounds a cycle's estimate: a longer one is refused (and no
+// duration overflows).
+const MaxCycle = 24 * time.Hour
+
+// latency fills s.Latency from the board; an error is a run longer than
+// MaxCycle.
+func (b Board) latency(s *Stage) error {
 	stream := float64(s.Weights+s.Acts) / b.Bandwidth
 	compute := s.FLOPs / b.rate(s.Precision)
 	s.ComputeBound = compute > stream
-	sec := max(stream, compute)
-	s.Latency = time.Duration(math.Round(sec*1e9)) + time.Duration(s.Graphs)*b.GraphOverhead
+	sec := max(stream, compute) + float64(s.Graphs)*b.GraphOverhead.Seconds()
+	if !(sec <= MaxCycle.Seconds()) {
+		return fmt.Errorf("asyncsim: %s takes %.3g s a run; want at most %v (check the board's rates and limits)", s.Name, sec, MaxCycle)
+	}
+	s.Latency = time.Duration(math.Round(sec * 1e9))
+	return nil
 }
 
 // Estimate computes deployment d's cycle for model m on board b. An error
@@ -525,19 +534,30 @@ func (b Board) Estimate(m Model, d Deployment) (Cycle, error) {
 		if s.Name == StagePrefill {
 			s.Graphs = int((s.Weights + b.ContextLimit - 1) / b.ContextLimit)
 		}
-		b.latency(s)
+		if err := b.latency(s); err != nil {
+			return Cycle{}, err
+		}
 		c.Total += s.Total()
+		if c.Total > MaxCycle {
+			return Cycle{}, fmt.Errorf("asyncsim: %v: a cycle of more than %v; want at most that", d, MaxCycle)
+		}
 	}
 	c.Stages = stages
 	wm := stages[0].Weights + stages[1].Weights
 	ex := d.Expert.WeightBytes(ep.Total)
 	if d.Processes == 2 {
-		c.Handoff = b.HandoffFixed + time.Duration(math.Round(float64(int64(b.HandoffCopies)*kv)/b.HandoffBandwidth*1e9))
+		sec := b.HandoffFixed.Seconds() + float64(int64(b.HandoffCopies)*kv)/b.HandoffBandwidth
+		if !(sec <= MaxCycle.Seconds()) {
+			return Cycle{}, fmt.Errorf("asyncsim: the hand-off takes %.3g s; want at most %v", sec, MaxCycle)
+		}
+		c.Handoff = time.Duration(math.Round(sec * 1e9))
 		c.ProcessBytes = []int64{wm, ex}
 	} else {
 		c.ProcessBytes = []int64{wm + ex}
 	}
-	c.Total += c.Handoff
+	if c.Total += c.Handoff; c.Total > MaxCycle {
+		return Cycle{}, fmt.Errorf("asyncsim: %v: a cycle of more than %v; want at most that", d, MaxCycle)
+	}
 	c.Fits = true
 	for _, pb := range c.ProcessBytes {
 		c.Fits = c.Fits && pb <= b.ProcessLimit

@@ -207,6 +207,9 @@ func TestEstimateRefuses(t *testing.T) {
 		{"bad expert", func(_ *Board, m *Model, _ *Deployment) { m.Expert.NumLayers = 0 }, "num_layers"},
 		{"zero steps", func(_ *Board, _ *Model, d *Deployment) { d.Steps = 0 }, "steps"},
 		{"three processes", func(_ *Board, _ *Model, d *Deployment) { d.Processes = 3 }, "processes"},
+		{"a cycle of years", func(b *Board, _ *Model, _ *Deployment) { b.Bandwidth = 1e-3 }, "want at most 24h0m0s"},
+		{"overheads of years", func(b *Board, _ *Model, d *Deployment) { b.GraphOverhead = 100 * time.Hour }, "want at most 24h0m0s"},
+		{"a slow hand-off", func(b *Board, _ *Model, d *Deployment) { d.Processes, b.HandoffBandwidth = 2, 1e-9 }, "hand-off takes"},
 		{"bad precision", func(_ *Board, _ *Model, d *Deployment) { d.Expert = Precision(7) }, "precision"},
 	} {
 		b, m, d := DefaultBoard(), FullModel(), good
