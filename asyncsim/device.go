@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
@@ -95,6 +97,46 @@ type Board struct {
 	// range of the video DiT; the prefill chain has as many graphs as it
 	// takes), ProcessLimit the context bytes one process may map.
 	ContextLimit, ProcessLimit int64
+	// Measured replace the model's latency of the stages they match (the
+	// first that matches wins): figures measured on the board.
+	Measured []Measured
+}
+
+// Measured is one stage's latency per run, measured on the board, for
+// the deployments it matches.
+type Measured struct {
+	// Stage is StageVAE, StagePrefill, StageContext or StageStep.
+	Stage string
+	// Split, for StageStep: the step of a split deployment (true) or the
+	// seed bundle's whole step (false). Ignored for the other stages.
+	Split bool
+	// Precision is the stage's weights; with AnyPrecision it matches
+	// every precision.
+	Precision    Precision
+	AnyPrecision bool
+	Latency      time.Duration
+}
+
+// String is the -measured flag's form: stage[:precision]=ms, the step of a
+// split deployment named step-split.
+func (m Measured) String() string {
+	name := m.Stage
+	switch {
+	case m.Stage == StageContext:
+		name = "context"
+	case m.Stage == StageStep && m.Split:
+		name = "step-split"
+	case m.Stage == StageStep:
+		name = "step"
+	}
+	if !m.AnyPrecision {
+		name += ":" + m.Precision.String()
+	}
+	return fmt.Sprintf("%s=%g", name, m.Latency.Seconds()*1e3)
+}
+
+func (m Measured) matches(s *Stage, split bool) bool {
+	return m.Stage == s.Name && (m.AnyPrecision || m.Precision == s.Precision) && (s.Name != StageStep || m.Split == split)
 }
 
 // Figures of DefaultBoard. Their sources are in docs/cycle.md.
@@ -148,6 +190,19 @@ func (b Board) Validate() error {
 		return fmt.Errorf("asyncsim: board hand-off copies %d; want 0 to 16", b.HandoffCopies)
 	case b.ContextLimit < 1 || b.ProcessLimit < 1:
 		return fmt.Errorf("asyncsim: board context limit %d and process limit %d bytes; want >= 1", b.ContextLimit, b.ProcessLimit)
+	}
+	for _, m := range b.Measured {
+		switch m.Stage {
+		case StageVAE, StagePrefill, StageContext, StageStep:
+		default:
+			return fmt.Errorf("asyncsim: measured stage %q; want %s, %s, %s or %s", m.Stage, StageVAE, StagePrefill, StageContext, StageStep)
+		}
+		if !m.AnyPrecision && (m.Precision < FP16 || m.Precision > W4) {
+			return fmt.Errorf("asyncsim: measured %s: precision %v; want fp16, w8 or w4", m.Stage, m.Precision)
+		}
+		if m.Latency <= 0 || m.Latency > MaxCycle {
+			return fmt.Errorf("asyncsim: measured %s: %v; want above 0 and at most %v", m.Stage, m.Latency, MaxCycle)
+		}
 	}
 	return nil
 }
@@ -432,9 +487,11 @@ type Stage struct {
 	Graphs    int     // graph executions per run (a prefill chain's contexts)
 	Runs      int     // runs per cycle
 	// Latency is one run's: max((Weights+Acts)/bandwidth, FLOPs/rate)
-	// plus Graphs overheads. ComputeBound says which term won.
+	// plus Graphs overheads. ComputeBound says which term won. Measured
+	// says that a Board.Measured figure replaced the estimate.
 	Latency      time.Duration
 	ComputeBound bool
+	Measured     bool
 }
 
 // Total is the stage's time per cycle.
@@ -537,6 +594,12 @@ func (b Board) Estimate(m Model, d Deployment) (Cycle, error) {
 		if err := b.latency(s); err != nil {
 			return Cycle{}, err
 		}
+		for _, me := range b.Measured {
+			if me.matches(s, d.Split) {
+				s.Latency, s.Measured = me.Latency, true
+				break
+			}
+		}
 		c.Total += s.Total()
 		if c.Total > MaxCycle {
 			return Cycle{}, fmt.Errorf("asyncsim: %v: a cycle of more than %v; want at most that", d, MaxCycle)
@@ -584,3 +647,61 @@ func Grid(vae, wm Precision, experts []Precision, steps []int, splits []bool, pr
 
 // errNoDeployments is returned by RunCycles without deployments.
 var errNoDeployments = errors.New("asyncsim: no deployments to estimate")
+
+// MaxMeasured bounds the figures ParseMeasured reads.
+const MaxMeasured = 32
+
+// ParseMeasured reads a list of measured stage latencies,
+// "stage[:precision]=ms,...": stage vae, prefill, context (action_context),
+// step (the seed bundle's whole step) or step-split (the step of a split
+// deployment); precision fp16, w8 or w4, or left out for every precision;
+// ms a finite number above 0 and at most MaxCycle. "" is none.
+func ParseMeasured(s string) ([]Measured, error) {
+	if s == "" {
+		return nil, nil
+	}
+	items := strings.Split(s, ",")
+	if len(items) > MaxMeasured {
+		return nil, fmt.Errorf("asyncsim: %d measured figures; want at most %d", len(items), MaxMeasured)
+	}
+	var out []Measured
+	for _, it := range items {
+		key, val, ok := strings.Cut(strings.TrimSpace(it), "=")
+		if !ok {
+			return nil, fmt.Errorf("asyncsim: measured %q: want stage[:precision]=ms", it)
+		}
+		name, prec, hasPrec := strings.Cut(key, ":")
+		m := Measured{AnyPrecision: !hasPrec}
+		switch name {
+		case "vae":
+			m.Stage = StageVAE
+		case "prefill":
+			m.Stage = StagePrefill
+		case "context":
+			m.Stage = StageContext
+		case "step":
+			m.Stage = StageStep
+		case "step-split":
+			m.Stage, m.Split = StageStep, true
+		default:
+			return nil, fmt.Errorf("asyncsim: measured %q: stage %q; want vae, prefill, context, step or step-split", it, name)
+		}
+		if hasPrec {
+			p, err := ParsePrecision(prec)
+			if err != nil {
+				return nil, fmt.Errorf("asyncsim: measured %q: %w", it, err)
+			}
+			m.Precision = p
+		}
+		ms, err := strconv.ParseFloat(val, 64)
+		if err != nil || !(ms > 0) || ms > MaxCycle.Seconds()*1e3 {
+			return nil, fmt.Errorf("asyncsim: measured %q: %q ms; want a number above 0 and at most %v", it, val, MaxCycle)
+		}
+		m.Latency = time.Duration(math.Round(ms * 1e6))
+		if m.Latency <= 0 {
+			return nil, fmt.Errorf("asyncsim: measured %q: %q ms is below a nanosecond; want more", it, val)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}

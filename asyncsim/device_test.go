@@ -227,3 +227,66 @@ func TestEstimateRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasured: a measured figure replaces the estimate of the stages it
+// matches, and only those; the flag's form reads back.
+func TestMeasured(t *testing.T) {
+	ms, err := ParseMeasured("step:fp16=70, step-split=40,vae=45,context:w8=9.5,prefill:w4=80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.String())
+	}
+	if got := strings.Join(names, ","); got != "step:fp16=70,step-split=40,vae=45,context:w8=9.5,prefill:w4=80" {
+		t.Errorf("read back %q", got)
+	}
+	plain, b := DefaultBoard(), DefaultBoard()
+	b.Measured = ms
+	for _, d := range Grid(FP16, W8, []Precision{FP16, W8}, []int{10}, []bool{false, true}, []int{1}) {
+		est, err := plain.Estimate(FullModel(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.Estimate(FullModel(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]time.Duration{StageVAE: 45 * time.Millisecond}
+		switch {
+		case !d.Split && d.Expert == FP16:
+			want[StageStep] = 70 * time.Millisecond
+		case d.Split:
+			want[StageStep] = 40 * time.Millisecond
+		}
+		if d.Split && d.Expert == W8 {
+			want[StageContext] = 9500 * time.Microsecond
+		}
+		var total time.Duration
+		for i := range got.Stages {
+			s, e := &got.Stages[i], &est.Stages[i]
+			if w, ok := want[s.Name]; ok {
+				if s.Latency != w || !s.Measured {
+					t.Errorf("%v: %s %v (measured %v); want the measured %v", d, s.Name, s.Latency, s.Measured, w)
+				}
+			} else if s.Latency != e.Latency || s.Measured {
+				t.Errorf("%v: %s %v (measured %v); want the estimate %v", d, s.Name, s.Latency, s.Measured, e.Latency)
+			}
+			total += s.Total()
+		}
+		if got.Total != total {
+			t.Errorf("%v: total %v; want the stages' %v", d, got.Total, total)
+		}
+	}
+	for _, bad := range []string{"step", "warp=3", "step:int8=3", "step=0", "step=-1", "step=NaN", "step=1e12", "step=1e-9",
+		strings.Repeat("vae=1,", MaxMeasured) + "vae=1"} {
+		if _, err := ParseMeasured(bad); err == nil {
+			t.Errorf("ParseMeasured(%q): no error", bad)
+		}
+	}
+	b.Measured = []Measured{{Stage: "decoder", AnyPrecision: true, Latency: time.Millisecond}}
+	if _, err := b.Estimate(FullModel(), Deployment{Steps: 1, Processes: 1}); err == nil || !strings.Contains(err.Error(), `"decoder"`) {
+		t.Errorf("a measured stage that does not exist: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ type cycleOpts struct {
 	handoffCopies                               int
 	contextGB, processGB                        float64
 	vae, wm, experts, steps, splits, processes  string
+	measured                                    string
 	periods, horizon                            int
 	seed, drift                                 uint64
 	verbose                                     bool
@@ -63,6 +64,7 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&o.handoffFixedMS, "handoff-fixed-ms", 0, "two processes: fixed cost per hand-off, ms")
 	fs.Float64Var(&o.contextGB, "context-limit-gb", float64(b.ContextLimit)/1e9, "weight bytes per context of the prefill chain, GB")
 	fs.Float64Var(&o.processGB, "process-limit-gb", float64(b.ProcessLimit)/1e9, "context bytes one process may map, GB")
+	fs.StringVar(&o.measured, "measured", "", "measured latencies per run replacing the model's, stage[:precision]=ms,...: stage vae, prefill, context, step (the whole step) or step-split (the step with the split); e.g. step:fp16=61.5,vae=48")
 	fs.StringVar(&o.vae, "vae", "fp16", "the VAE's weights: fp16, w8 or w4")
 	fs.StringVar(&o.wm, "wm", "w8", "the video DiT's weights: fp16, w8 or w4")
 	fs.StringVar(&o.experts, "expert", "fp16,w8", "the expert's weights, a list of fp16, w8, w4")
@@ -106,6 +108,11 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	b.GraphOverhead = msDuration(o.overheadMS)
 	b.HandoffBandwidth, b.HandoffCopies, b.HandoffFixed = o.handoffGBs*1e9, o.handoffCopies, msDuration(o.handoffFixedMS)
 	b.ContextLimit, b.ProcessLimit = int64(o.contextGB*1e9), int64(o.processGB*1e9)
+	measured, err := asyncsim.ParseMeasured(o.measured)
+	if err != nil {
+		return usageError("-measured %q: %v", o.measured, strings.TrimPrefix(err.Error(), "asyncsim: "))
+	}
+	b.Measured = measured
 	deps, err := o.deployments()
 	if err != nil {
 		return err
@@ -242,6 +249,13 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 	}
 	fmt.Fprintf(w, "board    %.4g GB/s weight streaming, %.4g TFLOP/s fp16, %.4g TFLOP/s w8a16 (and w4), %v per graph; contexts of %.4g GB, %.4g GB per process\n",
 		b.Bandwidth/1e9, b.FP16Rate/1e12, b.W8Rate/1e12, b.GraphOverhead, float64(b.ContextLimit)/1e9, float64(b.ProcessLimit)/1e9)
+	if len(b.Measured) > 0 {
+		ms := make([]string, len(b.Measured))
+		for i, m := range b.Measured {
+			ms[i] = m.String()
+		}
+		fmt.Fprintf(w, "measured %s (ms per run, replacing the model's estimate)\n", strings.Join(ms, ", "))
+	}
 	fmt.Fprintf(w, "handoff  two processes: %d copies of the video K/V at %.4g GB/s + %v\n", b.HandoffCopies, b.HandoffBandwidth/1e9, b.HandoffFixed)
 	fmt.Fprintf(w, "vae      %d parameters used at T = 1, %.1f GFLOP per frame\n", ap.Used, asyncsim.VAEFLOPs(m.VAE)/1e9)
 	fmt.Fprintf(w, "prefill  %d parameters streamed (of %d; trimmed last layer, time MLP folded), %.1f GFLOP\n", vp.Prefill, vp.Total, asyncsim.VideoPrefillFLOPs(m.Video)/1e9)
@@ -264,18 +278,24 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 			fits = "yes"
 		}
 		ms := func(t time.Duration) string { return fmt.Sprintf("%.1f", t.Seconds()*1e3) }
-		ctxMS := "-"
-		if s := c.Stage(asyncsim.StageContext); s != nil {
-			ctxMS = ms(s.Latency)
+		st := func(s *asyncsim.Stage) string {
+			if s == nil {
+				return "-"
+			}
+			if s.Measured {
+				return ms(s.Latency) + "*"
+			}
+			return ms(s.Latency)
 		}
+		ctxMS := st(c.Stage(asyncsim.StageContext))
 		pre := c.Stage(asyncsim.StagePrefill)
 		chunks, starved := "-", "all"
 		if r.Result != nil {
 			chunks, starved = strconv.Itoa(len(r.Result.Modes[0].Chunks)), strconv.Itoa(r.Starvations())
 		}
 		fmt.Fprintf(tw, "%v\t%d\t%s\t%d\t%s\t%s\t%s (%d)\t%s\t%s\t%s\t%s\t%.2f\t%d\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			d.Expert, d.Steps, split, d.Processes, fits, ms(c.Stage(asyncsim.StageVAE).Latency), ms(pre.Latency), pre.Graphs,
-			ms(c.Handoff), ctxMS, ms(c.Stage(asyncsim.StageStep).Latency), ms(c.Total), r.Periods, int(math.Ceil(r.Periods)), r.Slack, gbs(r.MinBandwidth),
+			d.Expert, d.Steps, split, d.Processes, fits, st(c.Stage(asyncsim.StageVAE)), st(pre), pre.Graphs,
+			ms(c.Handoff), ctxMS, st(c.Stage(asyncsim.StageStep)), ms(c.Total), r.Periods, int(math.Ceil(r.Periods)), r.Slack, gbs(r.MinBandwidth),
 			chunks, starved, num(r.SeamP95(expert.RTCOff)), num(r.SeamP95(expert.RTCReplace)), num(r.SeamP95(expert.RTCGuided)))
 	}
 	if err := tw.Flush(); err != nil {
@@ -284,8 +304,8 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 	fmt.Fprintf(w, "\nnote     delay = cycle / dt (control periods). A chunk covers %d periods from its observation and the next arrives\n"+
 		"         ceil(delay) + delay periods after it: slack is what is left of the chunk then; below 0 the executor starves\n"+
 		"         (\"all\": the chunk arrives with no row left), and below 1 no row overlaps at the switch, so the executor\n"+
-		"         measures no seam (\"-\"). fed from: the lowest bandwidth with slack >= 0. fits: every process's contexts\n"+
-		"         within %.4g GB. prefill (n): a chain of n contexts.\n",
+		"         measures no seam (\"-\"). fed from: the lowest bandwidth with slack >= 0 (measured stages held). fits: every\n"+
+		"         process's contexts within %.4g GB. prefill (n): a chain of n contexts. *: measured (-measured), not estimated.\n",
 		tokens, float64(b.ProcessLimit)/1e9)
 	return nil
 }

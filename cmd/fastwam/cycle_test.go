@@ -134,6 +134,24 @@ func TestCycleStarves(t *testing.T) {
 	}
 }
 
+// TestCycleMeasured: a measured step replaces the estimate, marked, and
+// moves the cycle: 10 steps of 70 ms starve the executor.
+func TestCycleMeasured(t *testing.T) {
+	code, out, stderr := runCmd(t, "cycle", "-periods", "80", "-expert", "fp16", "-steps", "10", "-split", "off", "-processes", "1", "-measured", "step:fp16=70,vae=45")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	rows := parseCycle(t, out)
+	if len(rows) != 1 || rows[0].cycle != 45+137.0+700 || rows[0].slack >= 0 || rows[0].starved == "0" {
+		t.Errorf("%+v; want a cycle of 45 + 137 + 10 x 70 ms that starves\n%s", rows, out)
+	}
+	for _, want := range []string{"measured step:fp16=70, vae=45", "  45.0*  ", "  70.0*  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestCycleRefused: bad flags exit 2 naming the flag and what is wanted.
 func TestCycleRefused(t *testing.T) {
 	for _, c := range []struct {
@@ -146,6 +164,8 @@ func TestCycleRefused(t *testing.T) {
 		{[]string{"-graph-overhead-ms", "-1"}, "-graph-overhead-ms -1"},
 		{[]string{"-handoff-copies", "-3"}, "-handoff-copies -3: want an integer from 0 to 16"},
 		{[]string{"-process-limit-gb", "0"}, "-process-limit-gb 0"},
+		{[]string{"-measured", "step=0"}, `-measured "step=0": measured "step=0": "0" ms; want a number above 0`},
+		{[]string{"-measured", "decoder=3"}, `stage "decoder"; want vae, prefill, context, step or step-split`},
 		{[]string{"-expert", "int8"}, `-expert "int8": want fp16, w8 or w4`},
 		{[]string{"-wm", "bf16"}, `-wm "bf16": want fp16, w8 or w4`},
 		{[]string{"-steps", "10,0"}, `-steps "0": want integers from 1 to 100`},
