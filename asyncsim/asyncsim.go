@@ -29,6 +29,11 @@
 // The node publishes on a topic only the simulation listens to; the
 // simulation forwards each chunk, at its delivery time, on the topic the
 // executor subscribes to (both on the same bus).
+//
+// The device cycle model (Board.Estimate, RunCycles; `fastwam cycle`)
+// estimates the latency of each graph of one observation-to-chunk cycle on
+// the IQ-9075's NPU from its bytes and FLOPs, and runs the simulation with
+// that cycle as the latency (docs/cycle.md).
 package asyncsim
 
 import (

@@ -26,7 +26,7 @@ func TestNumericFlagsRefused(t *testing.T) {
 	cancel()
 	flagLine := regexp.MustCompile(`(?m)^  -(\S+) (float|int|duration)$`)
 	tested := 0
-	for _, name := range []string{"parity", "bench", "replay", "bag make", "weights make", "async-sim"} {
+	for _, name := range []string{"parity", "bench", "replay", "bag make", "weights make", "async-sim", "cycle"} {
 		var help, errb bytes.Buffer
 		if code := run(context.Background(), append(strings.Fields(name), "-h"), &help, &errb); code != 0 {
 			t.Fatalf("%s -h: exit %d %s", name, code, errb.String())

@@ -18,6 +18,7 @@
 //	fastwam weights make -o FILE [flags]  write random test weights of any shape: the action expert (default: full-size message widths, hidden 64), -model world, vae or text
 //	fastwam graphs plan [flags]         plan the NPU graph set (prefill layer ranges, processes) under byte limits
 //	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
+//	fastwam cycle    [flags]            the device cycle model of the IQ-9075 fed to the closed-loop simulation: one table of deployments
 //	fastwam version  [-json]            the module version and VCS revision of this binary (also -version, --version)
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
 //
@@ -62,6 +63,7 @@ func commands() []command {
 			{name: "plan", summary: "plan the graph set for fp16, w8 or w4 weights under a per-context and a per-process byte limit", run: runGraphsPlan},
 		}},
 		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
+		{name: "cycle", summary: "the device cycle model of the IQ-9075 (latency per graph) fed to the closed-loop simulation: starvation and seams per deployment", run: runCycle},
 		{name: "version", summary: "print the module version and the VCS revision this binary was built from", run: runVersion},
 	}
 }
