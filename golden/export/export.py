@@ -4,7 +4,7 @@
 Inputs are safetensors files in our layouts:
   --action  the action expert (golden/export_checkpoint.py's output: section 1 keys, metadata fastwam_config)
   --world   the video DiT (world-model.md §6.2 keys without 'mixtures.video.', optional metadata
-            fastwam_world_config JSON with num_heads / attn_head_dim)
+            fastwam_world_config JSON of the DiT weight file contract: num_heads / head_dim)
   --vae     the VAE (the released Wan2.2_VAE layout, world-model.md §6.1)
 Any of them may be left out; only the graphs of the given ones are written.
 

@@ -315,7 +315,8 @@ WORLD_CONFIG_KEY = "fastwam_world_config"
 
 def world_config(meta, sd):
     """The video DiT's sizes: read from the tensors' shapes, the head split from the metadata
-    fastwam_world_config (num_heads / attn_head_dim) or else head dim 128 (world-model.md §5.4)."""
+    fastwam_world_config (the DiT weight file contract of docs/world-model.md: num_heads / head_dim, and
+    the other sizes, which must agree with the shapes) or else head dim 128 (world-model.md §5.4)."""
     pe = f32(sd, "patch_embedding.weight")
     if pe.dim() != 5 or tuple(pe.shape[2:]) != (1, 2, 2):
         raise GraphError(f"patch_embedding.weight has shape {list(pe.shape)}, want [D, z, 1, 2, 2]")
@@ -332,6 +333,9 @@ def world_config(meta, sd):
             raise GraphError(f"metadata {WORLD_CONFIG_KEY} is not JSON: {e}") from e
         if not isinstance(own, dict):
             raise GraphError(f"metadata {WORLD_CONFIG_KEY} is not a JSON object")
+    # The contract's names for the sizes this module calls otherwise.
+    alias = {"hidden_dim": "dim", "latent_channels": "z_dim", "head_dim": "attn_head_dim"}
+    own = {alias.get(k, k): v for k, v in own.items()}
     dh = int(own.get("attn_head_dim") or (cfg["dim"] // int(own["num_heads"]) if own.get("num_heads") else 128))
     if dh <= 0 or cfg["dim"] % dh:
         raise GraphError(f"head dim {dh} does not divide the width {cfg['dim']}")
@@ -357,6 +361,13 @@ def world_shapes(cfg):
     for l in range(cfg["num_layers"]):
         p = f"blocks.{l}."
         shapes[p + "modulation"] = (1, 6, D)
+        if l == cfg["num_layers"] - 1:
+            # §5.6: of the last layer only h, k and v are computed; its other tensors are optional
+            # in the DiT weight file contract (weights make and the exporter leave them out).
+            for n in "kv":
+                shapes[f"{p}self_attn.{n}.weight"], shapes[f"{p}self_attn.{n}.bias"] = (D, D), (D,)
+            shapes[p + "self_attn.norm_k.weight"] = (D,)
+            continue
         for a in ("self_attn", "cross_attn"):
             for n in "qkvo":
                 shapes[f"{p}{a}.{n}.weight"] = (D, D)
