@@ -90,6 +90,9 @@ func (g *Graph) ShareInputs(names ...string) (bool, error) {
 		if i < 0 {
 			return false, fmt.Errorf("qnnrt: graph %q has no input %q to share", g.info.Name, n)
 		}
+		if t := g.in[i]; t.link != nil {
+			return false, g.linkedErr(t)
+		}
 		if t := g.in[i]; t.shared == nil && !slices.Contains(todo, t) {
 			todo = append(todo, t)
 		}
@@ -170,7 +173,7 @@ func (g *Graph) register(rpc *rpcmemFns, t *ioTensor, tmp cmem) (*sharedBuffer, 
 	desc.Info[0] = uint64(uint32(fd))
 	hOut := tmp.ptr(int(unsafe.Sizeof(memDescriptor{})))
 	*(*uintptr)(hOut) = 0
-	if err := l.call(fmt.Sprintf("memRegister %q", t.info.Name), l.core[fnMemRegister], g.s.context, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); err != nil {
+	if err := l.call(fmt.Sprintf("memRegister %q", t.info.Name), l.core[fnMemRegister], g.ctx.handle, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); err != nil {
 		rpc.free(p)
 		return nil, err
 	}

@@ -29,6 +29,7 @@ const (
 	binaryFormatMinor         uint32 = 3
 	payloadOffset                    = 0x40
 	payloadMagic                     = "FAKEQNN1"
+	payloadMagicSpill                = "FAKEQNN2"
 	headerPayloadOffsetOffset        = 0x18
 	headerPayloadSizeOffset          = 0x20
 )
@@ -67,6 +68,10 @@ func (t Tensor) Elements() uint64 {
 type Graph struct {
 	Name            string
 	Inputs, Outputs []Tensor
+	// SpillFill is the spill-fill buffer size the graph needs, reported in
+	// the metadata (graph-info v3's HTP graph blob info, and the largest
+	// of a binary's graphs in binary-info v1/v2's HTP hardware-info blob).
+	SpillFill uint64
 }
 
 // Binary describes a context binary in the test double's format.
@@ -80,19 +85,31 @@ type Binary struct {
 // header (big-endian format version 2.3 in bytes 0..7, little-endian uint64
 // payload offset at 0x18 and payload size at 0x20), then the payload: the
 // magic "FAKEQNN1", the SoC model, the DSP architecture, the build id and the
-// graphs, little-endian, strings as a uint32 length and the bytes.
+// graphs, little-endian, strings as a uint32 length and the bytes. When a
+// graph has a SpillFill size the magic is "FAKEQNN2" and every graph's name
+// is followed by its SpillFill as a uint64.
 //
 // Marshal writes b as given, without validation, so tests can produce
 // binaries the library must reject; truncating or padding the result also
 // gives a malformed binary.
 func (b Binary) Marshal() []byte {
+	spill := false
+	for _, g := range b.Graphs {
+		spill = spill || g.SpillFill != 0
+	}
 	p := []byte(payloadMagic)
+	if spill {
+		p = []byte(payloadMagicSpill)
+	}
 	p = binary.LittleEndian.AppendUint32(p, b.SocModel)
 	p = binary.LittleEndian.AppendUint32(p, b.Arch)
 	p = appendString(p, b.BuildID)
 	p = binary.LittleEndian.AppendUint32(p, uint32(len(b.Graphs)))
 	for _, g := range b.Graphs {
 		p = appendString(p, g.Name)
+		if spill {
+			p = binary.LittleEndian.AppendUint64(p, g.SpillFill)
+		}
 		p = appendTensors(p, g.Inputs)
 		p = appendTensors(p, g.Outputs)
 	}
