@@ -3,6 +3,7 @@ package qnnfake
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/fastwam/actionexpert/expert"
 )
@@ -188,4 +189,65 @@ func ActionStepGraph(dt uint32, d expert.Dims) Graph {
 			t(idPredNoise, "pred_noise", 1, u(d.ActionTokens), u(d.ActionDim)),
 		},
 	}
+}
+
+// Graph names of the split action bundle.
+const (
+	ActionContextName = "action_context"
+	ActionStepCtxName = "action_step_ctx"
+)
+
+// Tensor ids of the split action graphs (again neither positions nor
+// consecutive).
+const (
+	idCtxContext     = 21
+	idCtxCrossKeys   = 301
+	idCtxCrossValues = 302
+	idStepCrossKeys  = 17
+	idStepCrossVals  = 18
+)
+
+// ActionContextGraph is the split bundle's once-per-chunk graph for d:
+//
+//	context [1, L, T] -> cross_keys, cross_values [N, 1, L, A]
+func ActionContextGraph(dt uint32, d expert.Dims) Graph {
+	u := func(v int) uint32 { return uint32(v) }
+	t := func(id uint32, name string, dims ...uint32) Tensor {
+		return Tensor{ID: id, Name: name, DataType: dt, Dims: dims}
+	}
+	return Graph{
+		Name:   ActionContextName,
+		Inputs: []Tensor{t(idCtxContext, "context", 1, u(d.ContextTokens), u(d.TextDim))},
+		Outputs: []Tensor{
+			t(idCtxCrossKeys, "cross_keys", u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())),
+			t(idCtxCrossValues, "cross_values", u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())),
+		},
+	}
+}
+
+// ActionStepCtxGraph is the split bundle's per-step graph for d: the
+// action_step contract with context replaced by the cross-attention keys
+// and values:
+//
+//	latents_action [1, S, a]   timestep [1]
+//	video_keys, video_values [N, 1, Sv, A]
+//	cross_keys, cross_values [N, 1, L, A]   context_mask [1, L]
+//	-> pred_noise [1, S, a]
+func ActionStepCtxGraph(dt uint32, d expert.Dims) Graph {
+	g := ActionStepGraph(dt, d)
+	g.Name = ActionStepCtxName
+	u := func(v int) uint32 { return uint32(v) }
+	cross := []uint32{u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())}
+	var in []Tensor
+	for _, t := range g.Inputs {
+		if t.Name == "context" {
+			in = append(in,
+				Tensor{ID: idStepCrossKeys, Name: "cross_keys", DataType: dt, Dims: cross},
+				Tensor{ID: idStepCrossVals, Name: "cross_values", DataType: dt, Dims: slices.Clone(cross)})
+			continue
+		}
+		in = append(in, t)
+	}
+	g.Inputs = in
+	return g
 }
