@@ -64,10 +64,120 @@ func (s *Session) Link(src *Graph, out string, dst *Graph, in string) error {
 		return err
 	}
 	t.buf, t.link, t.linkGraph, t.set = o.buf, o, src, true
+	o.linkedBy = append(o.linkedBy, t)
 	v := &t.slot.V2.tensorV1
-	v.MemType = memTypeRaw
-	v.ClientBuf = clientBuffer{Data: o.buf, DataSize: uint32(o.info.Bytes())}
-	return nil
+	if o.shared == nil {
+		v.MemType = memTypeRaw
+		v.ClientBuf = clientBuffer{Data: o.buf, DataSize: uint32(o.info.Bytes())}
+		return nil
+	}
+	// The output already lives in a shared buffer (LinkShared): the input
+	// reads it through a registration in its own context.
+	_, err := s.shareInput(src, o, dst, t) // falls back to a RAW view of the shared memory
+	return err
+}
+
+// LinkShared is Link with the tensor in an rpcmem shared buffer
+// registered with both graphs' contexts (once when they share a context):
+// the output is written and the input read in place on the DSP side too,
+// where Link's RAW client buffer is copied to the DSP at every execute of
+// dst. When rpcmem or the registration is unavailable the link stays a
+// RAW one, a warning is reported once (Options.Logf, Library.Warnings)
+// and it returns false with a nil error.
+func (s *Session) LinkShared(src *Graph, out string, dst *Graph, in string) (bool, error) {
+	if err := s.Link(src, out, dst, in); err != nil {
+		return false, err
+	}
+	s.linkMu.Lock()
+	defer s.linkMu.Unlock()
+	a, b := src, dst
+	if a.pos > b.pos {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if src.closed || dst.closed {
+		return false, errors.New("qnnrt: LinkShared: session is closed")
+	}
+	o, t := src.out[src.OutputIndex(out)], dst.in[dst.InputIndex(in)]
+	if t.shared != nil {
+		return true, nil
+	}
+	l := s.lib
+	fallback := func(reason error) (bool, error) {
+		l.warnOnce("shared-links", "qnnrt: shared buffers unavailable for chained tensors, using RAW client buffers (every execute copies %s of graph %q): %v",
+			in, dst.info.Name, reason)
+		return false, nil
+	}
+	if l.core[fnMemRegister] == 0 || l.core[fnMemDeRegister] == 0 {
+		return fallback(fmt.Errorf("provider %s has no memRegister/memDeRegister", l.provider))
+	}
+	rpc, err := l.rpcmem()
+	if err != nil {
+		return fallback(err)
+	}
+	tmp, err := allocC(4096)
+	if err != nil {
+		return false, err
+	}
+	defer tmp.free()
+	if o.shared == nil {
+		sb, err := src.register(rpc, o, tmp)
+		if err != nil {
+			return fallback(err)
+		}
+		// The output moves into the shared buffer; inputs already linked
+		// to its RAW memory follow it.
+		if err := o.raw.free(); err != nil {
+			return false, errors.Join(err, src.unregister(o))
+		}
+		o.shared, o.buf = sb, sb.ptr
+		ov := &o.slot.V2.tensorV1
+		ov.MemType = memTypeMemHandle
+		ov.ClientBuf = clientBuffer{}
+		*ov.memHandle() = sb.handle
+		for _, u := range o.linkedBy {
+			u.buf = sb.ptr
+			if u.shared == nil {
+				u.slot.V2.ClientBuf.Data = sb.ptr
+			}
+		}
+	}
+	return s.shareInput(src, o, dst, t)
+}
+
+// shareInput points input t of dst at output o's shared buffer through a
+// registration in dst's context (the owner's handle when src and dst share
+// a context); both graphs are locked.
+func (s *Session) shareInput(src *Graph, o *ioTensor, dst *Graph, t *ioTensor) (bool, error) {
+	h := o.shared.handle
+	var own uintptr
+	if dst.ctx != src.ctx {
+		tmp, err := allocC(4096)
+		if err != nil {
+			return false, err
+		}
+		defer tmp.free()
+		if own, err = dst.registerFD(t, o.shared.fd, tmp); err != nil {
+			s.lib.warnOnce("shared-links", "qnnrt: shared buffers unavailable for chained tensors, using RAW client buffers (every execute copies %s of graph %q): %v",
+				t.info.Name, dst.info.Name, err)
+			t.buf = o.buf
+			t.slot.V2.MemType = memTypeRaw
+			t.slot.V2.ClientBuf = clientBuffer{Data: o.buf, DataSize: uint32(o.info.Bytes())}
+			return false, nil
+		}
+		h = own
+	}
+	t.shared = &sharedBuffer{rpc: o.shared.rpc, ptr: o.shared.ptr, fd: o.shared.fd, handle: own}
+	t.buf = o.shared.ptr
+	v := &t.slot.V2.tensorV1
+	v.MemType = memTypeMemHandle
+	v.ClientBuf = clientBuffer{}
+	*v.memHandle() = h
+	dst.stats.Shared = append(dst.stats.Shared, t.info.Name)
+	return true, nil
 }
 
 // linkedErr refuses a write to an input that reads another graph's output.

@@ -284,3 +284,78 @@ func TestNoGroupWithoutSpillFill(t *testing.T) {
 		t.Errorf("%d infos, want 3", len(s.Infos()))
 	}
 }
+
+// TestLinkShared chains the three contexts through rpcmem buffers
+// registered in both contexts of each link: the double sees MEMHANDLE
+// reads at the output's address, the results are the chained arithmetic,
+// and teardown deregisters every handle before freeing the memory.
+func TestLinkShared(t *testing.T) {
+	for _, rpc := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rpcmem", false: "no rpcmem (RAW fallback)"}[rpc], func(t *testing.T) {
+			fk := fakeLib(t, qnnfake.Variant{})
+			fk.SetRPCMemAvailable(rpc)
+			l := openFake(t, fk)
+			gs := chainGraphs()
+			s, err := l.NewSession(context.Background(), SessionOptions{ContextPaths: writeBinaries(t, gs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g0, _ := s.Graph("stage_0")
+			g1, _ := s.Graph("stage_1")
+			g2, _ := s.Graph("stage_2")
+			// stage_1 -> stage_2 first as a RAW link, then upgraded: the
+			// RAW reader must follow the output into the shared buffer.
+			if err := s.Link(g1, "hidden_out", g2, "hidden"); err != nil {
+				t.Fatal(err)
+			}
+			for _, ln := range []struct {
+				src *Graph
+				out string
+				dst *Graph
+				in  string
+			}{{g0, "hidden_out", g1, "hidden"}, {g1, "hidden_out", g2, "hidden"}} {
+				ok, err := s.LinkShared(ln.src, ln.out, ln.dst, ln.in)
+				if err != nil || ok != rpc {
+					t.Fatalf("LinkShared %s -> %s = %v, %v; want %v", ln.src.Name(), ln.dst.Name(), ok, err, rpc)
+				}
+			}
+			if !rpc && len(l.Warnings()) == 0 {
+				t.Error("no warning for the RAW fallback")
+			}
+			x := randomInputs(gs[0], 4)
+			bias := randomInputs(gs[1], 5)[1]
+			if err := g0.SetInput(0, x[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := g1.SetInput(1, bias); err != nil {
+				t.Fatal(err)
+			}
+			memBefore := fk.MemHandleBytesRead()
+			if _, err := s.RunChain(context.Background(), g0, g1, g2); err != nil {
+				t.Fatal(err)
+			}
+			e0 := qnnfake.Expected(gs[0], x)
+			e1 := qnnfake.Expected(gs[1], [][]float32{e0[1], bias})
+			e2 := qnnfake.Expected(gs[2], [][]float32{e1[0]})
+			got := make([]float32, len(e2[0]))
+			if err := g2.ReadOutput(0, got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, e2[0]) {
+				t.Errorf("stage_2 = %v, want %v", got, e2[0])
+			}
+			ex := fk.ExecuteRecords()
+			if ex[1].Inputs[0] != ex[0].Outputs[1] || ex[2].Inputs[0] != ex[1].Outputs[0] {
+				t.Errorf("chained inputs at %#x, %#x; outputs at %#x, %#x", ex[1].Inputs[0], ex[2].Inputs[0], ex[0].Outputs[1], ex[1].Outputs[0])
+			}
+			// Two hidden tensors of 6 float32 read from registered memory.
+			if n, want := fk.MemHandleBytesRead()-memBefore, map[bool]uint64{true: 48, false: 0}[rpc]; n != want {
+				t.Errorf("%d bytes read from registered memory, want %d", n, want)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkClean(t, fk)
+		})
+	}
+}

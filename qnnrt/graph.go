@@ -119,6 +119,8 @@ type ioTensor struct {
 	// (Session.Link), linkGraph that graph; nil for an input of its own.
 	link      *ioTensor
 	linkGraph *Graph
+	// linkedBy lists the inputs (of other graphs) that read this output.
+	linkedBy []*ioTensor
 	// written: an output holds the result of a successful execute
 	// (guarded by the session's execMu).
 	written bool

@@ -457,6 +457,7 @@ func (s *Session) Close() error {
 	call(&s.backend, fnBackendFree, "backendFree")
 	call(&s.log, fnLogFree, "logFree")
 	for _, g := range s.graphs {
+		g.freeShared()
 		errs = append(errs, g.freeMemory())
 		g.mu.Unlock()
 	}

@@ -9,7 +9,8 @@
 // cross_values), run once per chunk at BindChunk, and an action_step_ctx
 // graph that takes those as inputs, run at every step; its cross_keys and
 // cross_values inputs read action_context's outputs in place
-// (qnnrt.Session.Link). The two graphs may sit in one binary or in two,
+// (qnnrt.Session.Link; with SharedBuffers through one rpcmem buffer
+// registered in both contexts, LinkShared). The two graphs may sit in one binary or in two,
 // which are then loaded as one spill-fill group.
 //
 // New checks the graph's I/O against the step contract (names, ranks and
@@ -290,7 +291,12 @@ func (b *Backend) open(ctx context.Context) error {
 			return fail(err)
 		}
 		for _, n := range []string{NameCrossKeys, NameCrossValues} {
-			if err := sess.Link(cg, n, g, n); err != nil {
+			if o.SharedBuffers {
+				_, err = sess.LinkShared(cg, n, g, n) // false: a RAW link, reported once
+			} else {
+				err = sess.Link(cg, n, g, n)
+			}
+			if err != nil {
 				return fail(err)
 			}
 		}

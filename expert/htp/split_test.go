@@ -68,6 +68,7 @@ func TestSplitBackend(t *testing.T) {
 		{"two binaries f32", qnnfake.DataTypeFloat32, false, false},
 		{"two binaries f16 shared", qnnfake.DataTypeFloat16, false, true},
 		{"one binary f32", qnnfake.DataTypeFloat32, true, false},
+		{"one binary f16 shared", qnnfake.DataTypeFloat16, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fk := qnnfake.New(t, qnnfake.Variant{})
@@ -138,6 +139,9 @@ func TestSplitBackend(t *testing.T) {
 				if !slices.Equal(recs, wantRecs) {
 					t.Errorf("context records %+v, want %+v", recs, wantRecs)
 				}
+			}
+			if tc.shared && !slices.Contains(b.Stats().Shared, NameCrossKeys) {
+				t.Errorf("step graph shares %q, want the cross keys among them", b.Stats().Shared)
 			}
 			if st := b.ContextStats(); st.Executes != 2 {
 				t.Errorf("action_context executes %d, want 2", st.Executes)
