@@ -141,9 +141,18 @@ func (c *ContextInfo) WriteListing(w io.Writer) error {
 	} else {
 		ew.printf("  DSP arch        -\n")
 	}
+	if c.SpillFillBufferSize != 0 {
+		ew.printf("  spill-fill      %d bytes (%s)\n", c.SpillFillBufferSize, humanBytes(int64(c.SpillFillBufferSize)))
+	} else {
+		ew.printf("  spill-fill      -\n")
+	}
 	ew.printf("  graphs          %d\n", len(c.Graphs))
 	for _, g := range c.Graphs {
-		ew.printf("\ngraph %q: %d input(s), %d output(s)\n", g.Name, len(g.Inputs), len(g.Outputs))
+		ew.printf("\ngraph %q: %d input(s), %d output(s)", g.Name, len(g.Inputs), len(g.Outputs))
+		if g.SpillFill != 0 {
+			ew.printf(", spill-fill %s", humanBytes(int64(g.SpillFill)))
+		}
+		ew.printf("\n")
 		for i, t := range g.Inputs {
 			ew.printf("  in  %2d  %s\n", i, describeTensor(t))
 		}

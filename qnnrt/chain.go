@@ -129,11 +129,15 @@ func (s *Session) LinkShared(src *Graph, out string, dst *Graph, in string) (boo
 			return fallback(err)
 		}
 		// The output moves into the shared buffer; inputs already linked
-		// to its RAW memory follow it.
+		// to its RAW memory follow it. Those may belong to graphs not
+		// locked here: holding execMu keeps their executes out.
+		s.execMu.Lock()
+		defer s.execMu.Unlock()
+		o.shared = sb
 		if err := o.raw.free(); err != nil {
 			return false, errors.Join(err, src.unregister(o))
 		}
-		o.shared, o.buf = sb, sb.ptr
+		o.buf = sb.ptr
 		ov := &o.slot.V2.tensorV1
 		ov.MemType = memTypeMemHandle
 		ov.ClientBuf = clientBuffer{}

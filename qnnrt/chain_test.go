@@ -3,6 +3,7 @@ package qnnrt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,6 +257,13 @@ func TestSpillFillFromMetadata(t *testing.T) {
 			}
 			if info.SpillFillBufferSize != c.want {
 				t.Errorf("SpillFillBufferSize %d, want %d", info.SpillFillBufferSize, c.want)
+			}
+			var listing strings.Builder
+			if err := info.WriteListing(&listing); err != nil {
+				t.Fatal(err)
+			}
+			if c.want != 0 && !strings.Contains(listing.String(), fmt.Sprintf("spill-fill      %d bytes", c.want)) {
+				t.Errorf("listing lacks the spill-fill size:\n%s", listing.String())
 			}
 			if c.v3 && info.Graphs[2].SpillFill != 2<<20 {
 				t.Errorf("graph stage_2 SpillFill %d, want %d", info.Graphs[2].SpillFill, 2<<20)
