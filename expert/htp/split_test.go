@@ -12,7 +12,7 @@ import (
 
 // splitBundle writes the split graphs for d: in two binaries (the step one
 // with the larger spill-fill size, so it starts the group), or both in one.
-func splitBundle(t *testing.T, dt uint32, d expert.Dims, oneBinary bool) (qnnfake.Graph, qnnfake.Graph, []string) {
+func splitBundle(t testing.TB, dt uint32, d expert.Dims, oneBinary bool) (qnnfake.Graph, qnnfake.Graph, []string) {
 	t.Helper()
 	cg, sg := qnnfake.ActionContextGraph(dt, d), qnnfake.ActionStepCtxGraph(dt, d)
 	cg.SpillFill, sg.SpillFill = 1<<20, 5<<20
