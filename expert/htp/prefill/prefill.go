@@ -246,8 +246,8 @@ func (c *Chain) check() error {
 		c.valsIdx = append(c.valsIdx, g.OutputIndex(NameVideoValues))
 	}
 	c.kvLen = int(sv) * int(width)
-	c.imgLen = int(img[0] * img[1] * img[2] * img[3])
-	c.ctxLen = int(cx[1] * cx[2])
+	c.imgLen = ein[0].Elements()
+	c.ctxLen = int(cx[1]) * int(cx[2])
 	return nil
 }
 
