@@ -141,6 +141,12 @@ func TestMultiContextGroupAndChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClean(t, fk)
+	// Released in reverse creation order: the group's first context last.
+	for _, r := range fk.ContextRecords() {
+		if want := 4 - r.Seq; r.Freed != want {
+			t.Errorf("context %d freed %d-th, want %d-th", r.Seq, r.Freed, want)
+		}
+	}
 }
 
 // stepCtx is a context whose Err turns to Canceled after n calls.
@@ -199,6 +205,11 @@ func TestMultiContextFailurePartWayFreesAll(t *testing.T) {
 			}
 			if n := fk.Calls("contextFree"); n != made {
 				t.Errorf("contextFree called %d times, want %d (the contexts made before the failure)", n, made)
+			}
+			for _, r := range fk.ContextRecords() {
+				if want := made + 1 - r.Seq; r.Freed != want {
+					t.Errorf("context %d freed %d-th, want %d-th (reverse creation order)", r.Seq, r.Freed, want)
+				}
 			}
 			checkClean(t, fk)
 		})

@@ -366,6 +366,9 @@ type ContextRecord struct {
 	// BinarySpillFill is the largest spill-fill size of the binary's
 	// graphs (Graph.SpillFill).
 	BinarySpillFill uint64
+	// Freed is 0 while the context lives, else the rank of its
+	// contextFree among those that freed a context (1 = the first freed).
+	Freed int
 }
 
 // ContextRecords returns every context creation so far, in order. The
@@ -377,11 +380,11 @@ func (l *Lib) ContextRecords() []ContextRecord {
 	n := l.c.contextRecords()
 	out := make([]ContextRecord, 0, n)
 	for i := range n {
-		var v [5]uint64
+		var v [6]uint64
 		if l.c.contextRecord(i, unsafe.Pointer(&v[0])) == 0 {
 			break
 		}
-		out = append(out, ContextRecord{Seq: int(v[0]), Group: v[1] != 0, FirstSeq: int(v[2]), MaxSpillFill: v[3], BinarySpillFill: v[4]})
+		out = append(out, ContextRecord{Seq: int(v[0]), Group: v[1] != 0, FirstSeq: int(v[2]), MaxSpillFill: v[3], BinarySpillFill: v[4], Freed: int(v[5])})
 	}
 	return out
 }

@@ -1341,6 +1341,7 @@ enum { FQ_MAX_PROVIDERS = 8, FQ_LAST_ERROR_MAX = 1024 };
  * spill-fill size of the binary's graphs. */
 typedef struct {
     uint64_t seq, group, firstSeq, maxSpillFill, binarySpillFill;
+    uint64_t freed; /* 0 while live, else its rank among contextFree calls that freed a context (1 = first) */
 } fq_context_record;
 
 /* A recorded successful execute: the context's ordinal, the graph's name
@@ -1403,6 +1404,7 @@ static struct {
 
     fq_context_record *ctxRecs;
     uint32_t nCtxRecs, capCtxRecs;
+    uint64_t nContextFrees;
     fq_exec_record *execRecs;
     uint32_t nExecRecs, capExecRecs;
 
@@ -2552,6 +2554,9 @@ static Qnn_ErrorHandle_t fq_contextFree(Qnn_ContextHandle_t context, Qnn_Profile
         return err;
     }
     /* Its graph handles die with it (their objects check the context). */
+    if (o->context.seq > 0) {
+        S.ctxRecs[o->context.seq - 1].freed = ++S.nContextFrees;
+    }
     fq_arena_free(&o->context.arena);
     o->context.graphHandle = NULL;
     memset(&o->context.bin, 0, sizeof o->context.bin);
@@ -3748,7 +3753,7 @@ FQ_EXPORT int32_t fake_context_records(void) {
 }
 
 /* fake_context_record copies record i (0-based, creation order) into out:
- * {seq, group, firstSeq, maxSpillFill, binarySpillFill}; 0 when i is out of
+ * {seq, group, firstSeq, maxSpillFill, binarySpillFill, freed}; 0 when i is out of
  * range, else 1. */
 FQ_EXPORT int32_t fake_context_record(int32_t i, uint64_t *out) {
     FQ_LOCK();
@@ -3761,6 +3766,7 @@ FQ_EXPORT int32_t fake_context_record(int32_t i, uint64_t *out) {
     out[2] = r->firstSeq;
     out[3] = r->maxSpillFill;
     out[4] = r->binarySpillFill;
+    out[5] = r->freed;
     return 1;
 }
 
