@@ -378,3 +378,21 @@ func TestLinkShared(t *testing.T) {
 		})
 	}
 }
+
+// TestUnneededBinaryNotLoaded: a binary none of whose graphs is asked for
+// gets no context.
+func TestUnneededBinaryNotLoaded(t *testing.T) {
+	fk := fakeLib(t, qnnfake.Variant{})
+	l := openFake(t, fk)
+	paths := writeBinaries(t, chainGraphs())
+	s := newSession(t, l, SessionOptions{ContextPaths: paths, Graphs: []string{"stage_2", "stage_0"}})
+	if n := len(fk.ContextRecords()); n != 2 {
+		t.Errorf("%d contexts created, want 2", n)
+	}
+	if infos := s.Infos(); len(infos) != 2 || s.Info().Path != paths[0] {
+		t.Errorf("%d infos, first %s", len(infos), s.Info().Path)
+	}
+	if g := s.SpillFillGroup(); !g.Registered || g.MaxSpillFill != 2<<20 {
+		t.Errorf("group %+v, want the 2 MiB maximum of the two loaded binaries", g)
+	}
+}

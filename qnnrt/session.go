@@ -111,11 +111,16 @@ type SpillFillGroup struct {
 // maxContexts bounds the binaries of one session.
 const maxContexts = 32
 
-// NewSession loads the context binary of opts.ContextPath: it reads and
-// checks the metadata, creates the log, backend, device (when the backend
-// supports one), profile (when asked for) and power vote, creates the
-// context from the binary and retrieves the graphs. Any failure undoes
-// what was built.
+// NewSession loads the context binaries of opts.ContextPath and
+// opts.ContextPaths: it reads and checks every binary's metadata, creates
+// the log, backend, device (when the backend supports one), profile (when
+// asked for) and power vote, creates one context per binary and retrieves
+// the graphs. With two or more binaries reporting a spill-fill size, the
+// contexts are registered as one HTP spill-fill group: the binary with the
+// largest size is created first with a NULL firstGroupHandle, every other
+// one names that first context, and all get the largest size as
+// maxSpillFillBuffer (SpillFillGroup reports it). Any failure undoes what
+// was built; Close frees the contexts in reverse creation order.
 func (l *Library) NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
 	if opts.ContextPath == "" && len(opts.ContextPaths) == 0 {
 		return nil, errors.New("qnnrt: SessionOptions.ContextPath is empty and ContextPaths names no binary")
@@ -176,7 +181,6 @@ func (s *Session) open(ctx context.Context) error {
 			return fmt.Errorf("qnnrt: load %s: %w", bin.path, err)
 		}
 	}
-	s.info = s.contexts[0].info
 	names := s.opts.Graphs
 	if len(names) == 0 {
 		for _, lc := range s.contexts {
@@ -192,6 +196,24 @@ func (s *Session) open(ctx context.Context) error {
 			lc.graphs = append(lc.graphs, n)
 		}
 	}
+	// A binary none of whose graphs is asked for is not loaded: its
+	// context would only take DSP memory.
+	kept := s.contexts[:0]
+	for _, lc := range s.contexts {
+		if len(lc.graphs) > 0 {
+			kept = append(kept, lc)
+			continue
+		}
+		if err := lc.binary.unmap(); err != nil {
+			return err
+		}
+		lc.binary = nil
+	}
+	s.contexts = kept
+	if len(s.contexts) == 0 {
+		return fmt.Errorf("qnnrt: context binary %s has no graph to retrieve", strings.Join(paths, ", "))
+	}
+	s.info = s.contexts[0].info
 	for _, spec := range s.opts.Expect {
 		lc, ok := owner[spec.Name]
 		if !ok {
@@ -369,11 +391,13 @@ func (s *Session) graphNames() []string {
 }
 
 // Info returns the metadata of the session's first context binary
-// (SessionOptions.ContextPath, or the first of ContextPaths).
+// (SessionOptions.ContextPath, or the first of ContextPaths, that holds a
+// retrieved graph).
 func (s *Session) Info() *ContextInfo { return s.info }
 
-// Infos returns the metadata of every context binary of the session, in
-// the order the contexts were created.
+// Infos returns the metadata of every context binary the session loaded
+// (those holding a graph it retrieved), in the order the contexts were
+// created.
 func (s *Session) Infos() []*ContextInfo {
 	out := make([]*ContextInfo, len(s.contexts))
 	for i, lc := range s.contexts {
