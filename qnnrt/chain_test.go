@@ -67,9 +67,9 @@ func TestMultiContextGroupAndChain(t *testing.T) {
 	// firstGroupHandle), the others name it; all carry the maximum.
 	recs := fk.ContextRecords()
 	want := []qnnfake.ContextRecord{
-		{Seq: 1, Group: true, FirstSeq: 0, MaxSpillFill: 3 << 20, BinarySpillFill: 3 << 20},
-		{Seq: 2, Group: true, FirstSeq: 1, MaxSpillFill: 3 << 20, BinarySpillFill: 1 << 20},
-		{Seq: 3, Group: true, FirstSeq: 1, MaxSpillFill: 3 << 20, BinarySpillFill: 2 << 20},
+		{Seq: 1, Group: true, FirstSeq: 0, MaxSpillFill: 3 << 20, BinarySpillFill: 3 << 20, GroupSpillFill: 3 << 20},
+		{Seq: 2, Group: true, FirstSeq: 1, MaxSpillFill: 3 << 20, BinarySpillFill: 1 << 20, GroupSpillFill: 3 << 20},
+		{Seq: 3, Group: true, FirstSeq: 1, MaxSpillFill: 3 << 20, BinarySpillFill: 2 << 20, GroupSpillFill: 3 << 20},
 	}
 	if !slices.Equal(recs, want) {
 		t.Fatalf("context records\n got %+v\nwant %+v", recs, want)

@@ -201,8 +201,8 @@ type htpGraphBlobInfo struct {
 }
 
 // htpHwBlobInfo mirrors QnnHtpSystemContext_HwBlobInfo_t, the hwInfoBlob of
-// binary info v1/v2. The layout table does not list it; the public
-// QnnHtpSystemContext.h gives a version word and a V1 union of
+// binary info v1/v2. The layout table does not list it; QnnHtpSystemContext.h
+// of the public QNN 2.25 SDK gives a version word and a V1 union of
 // {uint32_t graphListIndex; uint64_t spillFillBufferSize}, so 24 bytes with
 // spillFillBufferSize at 16 (LP64).
 type htpHwBlobInfo struct {

@@ -133,8 +133,8 @@ func TestSplitBackend(t *testing.T) {
 				}
 			} else {
 				wantRecs := []qnnfake.ContextRecord{
-					{Seq: 1, Group: true, FirstSeq: 0, MaxSpillFill: 5 << 20, BinarySpillFill: 5 << 20},
-					{Seq: 2, Group: true, FirstSeq: 1, MaxSpillFill: 5 << 20, BinarySpillFill: 1 << 20},
+					{Seq: 1, Group: true, FirstSeq: 0, MaxSpillFill: 5 << 20, BinarySpillFill: 5 << 20, GroupSpillFill: 5 << 20},
+					{Seq: 2, Group: true, FirstSeq: 1, MaxSpillFill: 5 << 20, BinarySpillFill: 1 << 20, GroupSpillFill: 5 << 20},
 				}
 				if !slices.Equal(recs, wantRecs) {
 					t.Errorf("context records %+v, want %+v", recs, wantRecs)

@@ -59,17 +59,24 @@ func TestGroupRegistration(t *testing.T) {
 		{"first handle unknown", 2, 0x5A5A0000deadbeef, 8192, 0},
 		{"first handle not a group's first", 2, c2, 8192, 0},
 		{"first handle of an ungrouped context", 2, s.context, 8192, 0},
-		{"max differs from the group's", 2, c1, 9000, 0},
+		{"binary above the group's buffer", 2, c1, 1 << 20, 9000},
 		{"unknown HTP option", 9, 0, 8192, 0},
 	} {
 		if _, code := create(g("z", c.spill), true, c.option, c.first, c.max); code != 5010 {
 			t.Errorf("%s: code %d, want 5010 (QNN_CONTEXT_ERROR_INVALID_CONFIG); %s", c.name, code, l.LastError())
 		}
 	}
+	// A later context's different maximum is disregarded: the group's
+	// buffer stays the first context's.
+	c3, code := create(g("c", 100), true, 2, c1, 1<<30)
+	if code != 0 {
+		t.Fatalf("join with another maximum: %d %s", code, l.LastError())
+	}
 	want := []ContextRecord{
 		{Seq: 1},
-		{Seq: 2, Group: true, FirstSeq: 0, MaxSpillFill: 8192, BinarySpillFill: 4096},
-		{Seq: 3, Group: true, FirstSeq: 2, MaxSpillFill: 8192, BinarySpillFill: 8192},
+		{Seq: 2, Group: true, FirstSeq: 0, MaxSpillFill: 8192, BinarySpillFill: 4096, GroupSpillFill: 8192},
+		{Seq: 3, Group: true, FirstSeq: 2, MaxSpillFill: 8192, BinarySpillFill: 8192, GroupSpillFill: 8192},
+		{Seq: 4, Group: true, FirstSeq: 2, MaxSpillFill: 1 << 30, BinarySpillFill: 100, GroupSpillFill: 8192},
 	}
 	got := l.ContextRecords()
 	if len(got) != len(want) {
@@ -80,6 +87,7 @@ func TestGroupRegistration(t *testing.T) {
 			t.Errorf("record %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
+	a.must("contextFree", a.call(idxContextFree, c3, 0))
 	a.must("contextFree", a.call(idxContextFree, c2, 0))
 	a.must("contextFree", a.call(idxContextFree, c1, 0))
 	a.free(s)

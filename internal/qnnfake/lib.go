@@ -369,22 +369,28 @@ type ContextRecord struct {
 	// Freed is 0 while the context lives, else the rank of its
 	// contextFree among those that freed a context (1 = the first freed).
 	Freed int
+	// GroupSpillFill is the group's spill-fill buffer: the
+	// maxSpillFillBuffer of the group's first context (QnnHtpContext.h: a
+	// later context's value is disregarded). 0 without a group.
+	GroupSpillFill uint64
 }
 
 // ContextRecords returns every context creation so far, in order. The
-// library refuses a registration with maxSpillFillBuffer 0 or below the
-// binary's own spill-fill size, a firstGroupHandle that is not a live
-// context that itself started a group, and a maxSpillFillBuffer other than
-// the group's (5010, QNN_CONTEXT_ERROR_INVALID_CONFIG).
+// library refuses a registration with maxSpillFillBuffer 0, a
+// firstGroupHandle that is not a live context that itself started a group,
+// and a binary whose spill-fill size exceeds the group's buffer (5010,
+// QNN_CONTEXT_ERROR_INVALID_CONFIG); a later context's maxSpillFillBuffer
+// other than the group's is accepted and disregarded, as QnnHtpContext.h
+// says.
 func (l *Lib) ContextRecords() []ContextRecord {
 	n := l.c.contextRecords()
 	out := make([]ContextRecord, 0, n)
 	for i := range n {
-		var v [6]uint64
+		var v [7]uint64
 		if l.c.contextRecord(i, unsafe.Pointer(&v[0])) == 0 {
 			break
 		}
-		out = append(out, ContextRecord{Seq: int(v[0]), Group: v[1] != 0, FirstSeq: int(v[2]), MaxSpillFill: v[3], BinarySpillFill: v[4], Freed: int(v[5])})
+		out = append(out, ContextRecord{Seq: int(v[0]), Group: v[1] != 0, FirstSeq: int(v[2]), MaxSpillFill: v[3], BinarySpillFill: v[4], Freed: int(v[5]), GroupSpillFill: v[6]})
 	}
 	return out
 }

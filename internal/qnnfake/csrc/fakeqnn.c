@@ -1342,6 +1342,7 @@ enum { FQ_MAX_PROVIDERS = 8, FQ_LAST_ERROR_MAX = 1024 };
 typedef struct {
     uint64_t seq, group, firstSeq, maxSpillFill, binarySpillFill;
     uint64_t freed; /* 0 while live, else its rank among contextFree calls that freed a context (1 = first) */
+    uint64_t groupSpillFill; /* the group's buffer: its first context's maxSpillFillBuffer */
 } fq_context_record;
 
 /* A recorded successful execute: the context's ordinal, the graph's name
@@ -2388,11 +2389,12 @@ static bool fq_grow(void **arr, uint32_t n, uint32_t *cap, size_t elem, uint32_t
  * contextCreateFromBinary call and fills rec's group fields. It accepts
  * the standard options as the real library does and, as HTP custom
  * configs, only REGISTER_MULTI_CONTEXTS, which must name NULL (a new group)
- * or a live context as firstGroupHandle, give a maxSpillFillBuffer > 0 and
- * at least the binary's own spill-fill size, and, when joining a group,
- * the maxSpillFillBuffer the group's first context was created with (the
- * double's strictness: the real library's behaviour on a mismatch is not
- * documented). */
+ * or a live context that started a group as firstGroupHandle, and give a
+ * maxSpillFillBuffer > 0. As QnnHtpContext.h says, the group's buffer is
+ * the maxSpillFillBuffer its first context gave, a later value being
+ * disregarded (recorded all the same); the double refuses a binary whose
+ * spill-fill size exceeds that buffer (its strictness: what the real
+ * library does then is not documented). */
 static Qnn_ErrorHandle_t fq_context_configs(const QnnContext_Config_t **config, const fq_binary *bin,
                                             fq_context_record *rec) {
     const fq_fn fn = FN_contextCreateFromBinary;
@@ -2424,11 +2426,6 @@ static Qnn_ErrorHandle_t fq_context_configs(const QnnContext_Config_t **config, 
         if (g->maxSpillFillBuffer == 0) {
             return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG, "config %u: group registration with maxSpillFillBuffer 0", k);
         }
-        if (g->maxSpillFillBuffer < rec->binarySpillFill) {
-            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                            "config %u: maxSpillFillBuffer %llu is smaller than the binary's spill-fill size %llu", k,
-                            (unsigned long long)g->maxSpillFillBuffer, (unsigned long long)rec->binarySpillFill);
-        }
         rec->group = 1;
         rec->maxSpillFill = g->maxSpillFillBuffer;
         rec->firstSeq = 0;
@@ -2444,12 +2441,16 @@ static Qnn_ErrorHandle_t fq_context_configs(const QnnContext_Config_t **config, 
                                 "config %u: firstGroupHandle %p is not the first context of a spill-fill group", k,
                                 g->firstGroupHandle);
             }
-            if (fr->maxSpillFill != g->maxSpillFillBuffer) {
-                return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
-                                "config %u: maxSpillFillBuffer %llu differs from the group's %llu", k,
-                                (unsigned long long)g->maxSpillFillBuffer, (unsigned long long)fr->maxSpillFill);
-            }
             rec->firstSeq = fr->seq;
+            rec->groupSpillFill = fr->groupSpillFill;
+        } else {
+            rec->groupSpillFill = g->maxSpillFillBuffer;
+        }
+        if (rec->groupSpillFill < rec->binarySpillFill) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                            "config %u: the group's spill-fill buffer of %llu bytes is smaller than the binary's "
+                            "spill-fill size %llu", k, (unsigned long long)rec->groupSpillFill,
+                            (unsigned long long)rec->binarySpillFill);
         }
     }
     return QNN_SUCCESS;
@@ -3753,7 +3754,7 @@ FQ_EXPORT int32_t fake_context_records(void) {
 }
 
 /* fake_context_record copies record i (0-based, creation order) into out:
- * {seq, group, firstSeq, maxSpillFill, binarySpillFill, freed}; 0 when i is out of
+ * {seq, group, firstSeq, maxSpillFill, binarySpillFill, freed, groupSpillFill}; 0 when i is out of
  * range, else 1. */
 FQ_EXPORT int32_t fake_context_record(int32_t i, uint64_t *out) {
     FQ_LOCK();
@@ -3767,6 +3768,7 @@ FQ_EXPORT int32_t fake_context_record(int32_t i, uint64_t *out) {
     out[3] = r->maxSpillFill;
     out[4] = r->binarySpillFill;
     out[5] = r->freed;
+    out[6] = r->groupSpillFill;
     return 1;
 }
 
