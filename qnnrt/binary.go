@@ -67,6 +67,9 @@ type GraphInfo struct {
 	Name    string
 	Inputs  []TensorInfo
 	Outputs []TensorInfo
+	// SpillFill is the HTP spill-fill buffer size the graph needs, from
+	// graph-info v3's HTP graph blob info; 0 when the metadata has none.
+	SpillFill uint64
 }
 
 // ContextInfo is the metadata of a context binary, deep-copied out of the
@@ -85,7 +88,12 @@ type ContextInfo struct {
 	SocModel          uint32 // 0 when absent (binary info v3, or the platform info)
 	DSPArch           uint32 // HTP architecture (e.g. 79 for v79), 0 when absent
 	ContextBlobSize   uint64
-	Graphs            []GraphInfo
+	// SpillFillBufferSize is the largest spill-fill buffer the context's
+	// graphs need: the largest GraphInfo.SpillFill, or, for binary info
+	// v1/v2, the HTP hardware-info blob's spillFillBufferSize when that is
+	// larger. 0 when the metadata reports none.
+	SpillFillBufferSize uint64
+	Graphs              []GraphInfo
 }
 
 // Graph returns the graph named name.
@@ -133,9 +141,18 @@ func (c *ContextInfo) WriteListing(w io.Writer) error {
 	} else {
 		ew.printf("  DSP arch        -\n")
 	}
+	if c.SpillFillBufferSize != 0 {
+		ew.printf("  spill-fill      %d bytes (%s)\n", c.SpillFillBufferSize, humanBytes(int64(c.SpillFillBufferSize)))
+	} else {
+		ew.printf("  spill-fill      -\n")
+	}
 	ew.printf("  graphs          %d\n", len(c.Graphs))
 	for _, g := range c.Graphs {
-		ew.printf("\ngraph %q: %d input(s), %d output(s)\n", g.Name, len(g.Inputs), len(g.Outputs))
+		ew.printf("\ngraph %q: %d input(s), %d output(s)", g.Name, len(g.Inputs), len(g.Outputs))
+		if g.SpillFill != 0 {
+			ew.printf(", spill-fill %s", humanBytes(int64(g.SpillFill)))
+		}
+		ew.printf("\n")
 		for i, t := range g.Inputs {
 			ew.printf("  in  %2d  %s\n", i, describeTensor(t))
 		}
@@ -388,6 +405,7 @@ func readBinaryInfo(p unsafe.Pointer) (*ContextInfo, error) {
 		if hdr.Version == binaryInfoVersion2 {
 			platform = (*binaryInfoV2)(body).PlatformInfo
 		}
+		ci.SpillFillBufferSize = readHwBlobSpillFill(b.HwInfoBlob, b.HwInfoBlobSize)
 	case binaryInfoVersion3:
 		b := (*binaryInfoV3)(body)
 		ci.BackendID = b.BackendID
@@ -423,6 +441,10 @@ func readBinaryInfo(p unsafe.Pointer) (*ContextInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("qnnrt: graph %d of the binary info: %w", i, err)
 		}
+		if stride == graphInfoStrideV3 {
+			g.SpillFill = readGraphSpillFill((*systemGraphInfoV3)(unsafe.Add(graphs, i*stride)))
+		}
+		ci.SpillFillBufferSize = max(ci.SpillFillBufferSize, g.SpillFill)
 		ci.Graphs = append(ci.Graphs, g)
 	}
 	return ci, nil
@@ -537,4 +559,39 @@ func readPlatformInfo(p unsafe.Pointer) (socModel, arch uint32) {
 		return 0, 0
 	}
 	return ext.OnChip.SocModel, ext.OnChip.Arch
+}
+
+// maxSpillFill bounds a spill-fill size read from metadata: more than the
+// DSP's 4 GB address space is corrupt metadata, read as 0 (none).
+const maxSpillFill = 1 << 32
+
+// readGraphSpillFill returns the spill-fill size in a graph-info v3 entry's
+// HTP graph blob info (QnnHtpSystemContext_GraphBlobInfo_t version 1), or 0
+// when the entry is another version, has no blob, a blob too small or of
+// another version, or an implausible size.
+func readGraphSpillFill(g *systemGraphInfoV3) uint64 {
+	if g.Version != graphInfoVersion3 || g.GraphBlobInfo == nil ||
+		uintptr(g.GraphBlobInfoSize) < unsafe.Offsetof(htpGraphBlobInfo{}.SpillFillBufferSize)+8 {
+		return 0
+	}
+	b := (*htpGraphBlobInfo)(g.GraphBlobInfo)
+	if b.Version != htpGraphBlobInfoV1 || b.SpillFillBufferSize > maxSpillFill {
+		return 0
+	}
+	return b.SpillFillBufferSize
+}
+
+// readHwBlobSpillFill returns the spill-fill size of a binary info v1/v2
+// HTP hardware-info blob (QnnHtpSystemContext_HwBlobInfo_t version 1), or 0
+// when there is none, it is too small or of another version, or the size
+// is implausible.
+func readHwBlobSpillFill(p unsafe.Pointer, size uint32) uint64 {
+	if p == nil || uintptr(size) < unsafe.Sizeof(htpHwBlobInfo{}) {
+		return 0
+	}
+	b := (*htpHwBlobInfo)(p)
+	if b.Version != htpHwBlobInfoV1 || b.SpillFillBufferSize > maxSpillFill {
+		return 0
+	}
+	return b.SpillFillBufferSize
 }

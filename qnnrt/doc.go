@@ -17,6 +17,16 @@
 // registered rpcmem shared buffers (ShareInputs), with a reported fallback
 // to RAW buffers.
 //
+// A session may hold several contexts (SessionOptions.ContextPaths), one
+// per binary, on one backend and device, registered as one HTP spill-fill
+// group (QnnHtpContext_CustomConfig_t REGISTER_MULTI_CONTEXTS with
+// QnnHtpContext_GroupRegistration_t; see Session.SpillFillGroup). Graphs of
+// a session execute one at a time and can be chained: Session.Link points
+// one graph's input at another's output buffer (no host copy),
+// Session.LinkShared does it through one rpcmem buffer registered with
+// both contexts, and Session.RunChain runs graphs in order, honouring
+// cancellation between them.
+//
 // Logging: sessions create their QNN logger with a real QnnLog_Callback_t
 // (one per process, made with purego.NewCallback) that formats each line
 // with libc's vsnprintf and hands it, rate-limited, to Options.LogSink.

@@ -87,6 +87,8 @@ type GraphStats struct {
 // concurrent use; executes are serialised.
 type Graph struct {
 	s      *Session
+	ctx    *loadedContext
+	pos    int // index in s.graphs (the lock order of Link)
 	info   GraphInfo
 	handle uintptr
 
@@ -113,14 +115,23 @@ type ioTensor struct {
 	raw    cmem
 	shared *sharedBuffer
 	set    bool // an input has been written at least once
+	// link is the output of another graph this input reads in place
+	// (Session.Link), linkGraph that graph; nil for an input of its own.
+	link      *ioTensor
+	linkGraph *Graph
+	// linkedBy lists the inputs (of other graphs) that read this output.
+	linkedBy []*ioTensor
+	// written: an output holds the result of a successful execute
+	// (guarded by the session's execMu).
+	written bool
 }
 
-func (s *Session) retrieve(name string) (*Graph, error) {
-	gi, _ := s.info.Graph(name)
-	g := &Graph{s: s, info: *gi}
+func (s *Session) retrieve(lc *loadedContext, name string) (*Graph, error) {
+	gi, _ := lc.info.Graph(name)
+	g := &Graph{s: s, ctx: lc, info: *gi}
 	l := s.lib
 	cname := cstringBytes(name)
-	if err := l.call(fmt.Sprintf("graphRetrieve %q", name), l.core[fnGraphRetrieve], s.context, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&g.handle))); err != nil {
+	if err := l.call(fmt.Sprintf("graphRetrieve %q", name), l.core[fnGraphRetrieve], lc.handle, uintptr(unsafe.Pointer(&cname[0])), uintptr(unsafe.Pointer(&g.handle))); err != nil {
 		return nil, err
 	}
 	size := 1024 + int(unsafe.Sizeof(qnnTensor{}))*(len(gi.Inputs)+len(gi.Outputs))
@@ -282,6 +293,9 @@ func (g *Graph) setInput(i int, src []float32) error {
 		return fmt.Errorf("qnnrt: graph %q has no input %d (it has %d)", g.info.Name, i, len(g.in))
 	}
 	t := g.in[i]
+	if t.link != nil {
+		return g.linkedErr(t)
+	}
 	if len(src) != t.info.Elements() {
 		return fmt.Errorf("qnnrt: graph %q input %q: got %d values, want %d (%s %s)",
 			g.info.Name, t.info.Name, len(src), t.info.Elements(), t.info.DataType, t.info.Shape())
@@ -355,11 +369,22 @@ func (g *Graph) execute() (Timing, error) {
 		s.profMu.Lock()
 		defer s.profMu.Unlock()
 	}
+	s.execMu.Lock()
+	defer s.execMu.Unlock()
+	for _, t := range g.in {
+		if t.link != nil && !t.link.written {
+			return Timing{}, fmt.Errorf("qnnrt: graph %q input %q reads output %q of graph %q, which has not executed successfully yet",
+				g.info.Name, t.info.Name, t.link.info.Name, t.linkGraph.info.Name)
+		}
+	}
 	mark := l.logs.mark()
 	t0 := time.Now()
 	g.args = [7]uintptr{g.handle, uintptr(g.inArr), uintptr(len(g.in)), uintptr(g.outArr), uintptr(len(g.out)), profile, 0}
 	ret := ccall(l.core[fnGraphExecute], g.args[:]...)
 	tm := Timing{Host: time.Since(t0)}
+	for _, t := range g.out {
+		t.written = ret == 0
+	}
 	if ret != 0 {
 		return tm, l.failed(fmt.Sprintf("graphExecute %q", g.info.Name), ret, mark)
 	}
@@ -429,6 +454,9 @@ func (g *Graph) InputBuffer(i int) ([]byte, DataType, error) {
 		return nil, 0, fmt.Errorf("qnnrt: graph %q has no input %d (it has %d)", g.info.Name, i, len(g.in))
 	}
 	t := g.in[i]
+	if t.link != nil {
+		return nil, 0, g.linkedErr(t)
+	}
 	if t.buf == nil {
 		if err := t.allocRaw(); err != nil {
 			return nil, 0, err
@@ -445,7 +473,7 @@ func (g *Graph) InputWritten(i int) error {
 	if g.closed {
 		return g.closedErr()
 	}
-	if i < 0 || i >= len(g.in) || g.in[i].buf == nil {
+	if i < 0 || i >= len(g.in) || g.in[i].buf == nil || g.in[i].link != nil {
 		return fmt.Errorf("qnnrt: graph %q input %d was not opened with InputBuffer", g.info.Name, i)
 	}
 	g.in[i].set = true

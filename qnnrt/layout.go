@@ -170,6 +170,59 @@ type systemGraphInfo struct {
 	V1      systemGraphInfoV1
 }
 
+// systemGraphInfoV3 mirrors QnnSystemContext_GraphInfo_t holding a
+// graph-info v3 (88 bytes): the v1 prefix, the updateable tensors, the
+// backend's graph blob info and the op range.
+type systemGraphInfoV3 struct {
+	Version              uint32
+	_                    uint32
+	V1                   systemGraphInfoV1
+	NumUpdateableTensors uint32
+	_                    uint32
+	UpdateableTensors    unsafe.Pointer
+	GraphBlobInfoSize    uint32
+	_                    uint32
+	GraphBlobInfo        unsafe.Pointer
+	StartOpIndex         uint32
+	EndOpIndex           uint32
+}
+
+// htpGraphBlobInfo mirrors QnnHtpSystemContext_GraphBlobInfo_t (40 bytes):
+// the version word, then QnnHtpSystemContext_GraphBlobInfoV1_t at offset 8.
+type htpGraphBlobInfo struct {
+	Version             uint32
+	_                   uint32
+	SpillFillBufferSize uint64
+	VtcmSize            uint32
+	OptimizationLevel   uint32
+	HtpDlbc             uint8
+	_                   [7]uint8
+	NumHvxThreads       uint64
+}
+
+// htpHwBlobInfo mirrors QnnHtpSystemContext_HwBlobInfo_t, the hwInfoBlob of
+// binary info v1/v2. The layout table does not list it; QnnHtpSystemContext.h
+// of the public QNN 2.25 SDK gives a version word and a V1 union of
+// {uint32_t graphListIndex; uint64_t spillFillBufferSize}, so 24 bytes with
+// spillFillBufferSize at 16 (LP64).
+type htpHwBlobInfo struct {
+	Version             uint32
+	_                   uint32
+	GraphListIndex      uint32
+	_                   uint32
+	SpillFillBufferSize uint64
+}
+
+// htpContextCustomConfig mirrors QnnHtpContext_CustomConfig_t (24 bytes)
+// with its groupRegistration member (QnnHtpContext_GroupRegistration_t:
+// firstGroupHandle, maxSpillFillBuffer) at offset 8.
+type htpContextCustomConfig struct {
+	Option             uint32
+	_                  uint32
+	FirstGroupHandle   uintptr
+	MaxSpillFillBuffer uint64
+}
+
 // Strides of QnnSystemContext_GraphInfo_t arrays: libraries built before
 // graph-info v3 existed use 64, later ones 88.
 const (
@@ -425,21 +478,27 @@ const (
 	propertyGroupDevice = 1501
 	propertySupported   = 0
 
-	profileLevelBasic     = 1
-	profileEventExecute   = 400
-	profileUnitMicrosec   = 1
-	contextConfigPersist  = 7
-	infraTypePerf         = 0
-	powerOptDcvsV3        = 1
-	powerOptRPCLatency    = 2
-	powerOptRPCPolling    = 3
-	powerModeAdjustUpDown = 1
-	powerModePowerSaver   = 4
-	powerModePerformance  = 0x10
-	vcornerSVS            = 0x40
-	vcornerNomPlus        = 0x70
-	vcornerTurbo          = 0x80
-	vcornerMax            = 0xA0
+	profileLevelBasic    = 1
+	profileEventExecute  = 400
+	profileUnitMicrosec  = 1
+	contextConfigPersist = 7
+	contextConfigCustom  = 0 // QNN_CONTEXT_CONFIG_OPTION_CUSTOM
+	// htpContextRegisterMultiContexts is
+	// QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS.
+	htpContextRegisterMultiContexts = 2
+	htpGraphBlobInfoV1              = 1 // QNN_SYSTEM_CONTEXT_HTP_GRAPH_INFO_BLOB_VERSION_V1
+	htpHwBlobInfoV1                 = 1 // QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1 (public header)
+	infraTypePerf                   = 0
+	powerOptDcvsV3                  = 1
+	powerOptRPCLatency              = 2
+	powerOptRPCPolling              = 3
+	powerModeAdjustUpDown           = 1
+	powerModePowerSaver             = 4
+	powerModePerformance            = 0x10
+	vcornerSVS                      = 0x40
+	vcornerNomPlus                  = 0x70
+	vcornerTurbo                    = 0x80
+	vcornerMax                      = 0xA0
 
 	logLevelWarn = 2
 )

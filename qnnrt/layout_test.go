@@ -113,6 +113,9 @@ func TestLayoutMatchesTable(t *testing.T) {
 		hw   hardwareDeviceInfo
 		oc   htpOnChipDeviceInfo
 		cc   contextConfig
+		g3   systemGraphInfoV3
+		gb   htpGraphBlobInfo
+		hc   htpContextCustomConfig
 		hi   htpInfrastructure
 		hp   htpPerfInfrastructure
 		dv   dcvsV3
@@ -197,6 +200,30 @@ func TestLayoutMatchesTable(t *testing.T) {
 			f("vtcmSize", unsafe.Offsetof(oc.VtcmSize), 8), f("socModel", unsafe.Offsetof(oc.SocModel), u32),
 			f("signedPdSupport", unsafe.Offsetof(oc.SignedPdSupport), 1), f("dlbcSupport", unsafe.Offsetof(oc.DlbcSupport), 1),
 			f("arch", unsafe.Offsetof(oc.Arch), u32)}},
+		{"QnnSystemContext_GraphInfo_t", unsafe.Sizeof(g3), []field{
+			f("version", unsafe.Offsetof(g3.Version), u32), f("graphInfoV3", unsafe.Offsetof(g3.V1), unsafe.Sizeof(g3)-8)}},
+		{"QnnSystemContext_GraphInfoV3_t", unsafe.Sizeof(g3) - 8, []field{
+			f("numUpdateableTensors", unsafe.Offsetof(g3.NumUpdateableTensors)-8, u32),
+			f("updateableTensors", unsafe.Offsetof(g3.UpdateableTensors)-8, ptr),
+			f("graphBlobInfoSize", unsafe.Offsetof(g3.GraphBlobInfoSize)-8, u32),
+			f("graphBlobInfo", unsafe.Offsetof(g3.GraphBlobInfo)-8, ptr),
+			f("startOpIndex", unsafe.Offsetof(g3.StartOpIndex)-8, u32),
+			f("endOpIndex", unsafe.Offsetof(g3.EndOpIndex)-8, u32)}},
+		{"QnnHtpSystemContext_GraphBlobInfo_t", unsafe.Sizeof(gb), []field{
+			f("version", unsafe.Offsetof(gb.Version), u32),
+			f("contextBinaryGraphBlobInfoV1", unsafe.Offsetof(gb.SpillFillBufferSize), unsafe.Sizeof(gb)-8)}},
+		{"QnnHtpSystemContext_GraphBlobInfoV1_t", unsafe.Sizeof(gb) - 8, []field{
+			f("spillFillBufferSize", unsafe.Offsetof(gb.SpillFillBufferSize)-8, 8),
+			f("vtcmSize", unsafe.Offsetof(gb.VtcmSize)-8, u32),
+			f("optimizationLevel", unsafe.Offsetof(gb.OptimizationLevel)-8, u32),
+			f("htpDlbc", unsafe.Offsetof(gb.HtpDlbc)-8, 1),
+			f("numHvxThreads", unsafe.Offsetof(gb.NumHvxThreads)-8, 8)}},
+		{"QnnHtpContext_CustomConfig_t", unsafe.Sizeof(hc), []field{
+			f("option", unsafe.Offsetof(hc.Option), u32),
+			f("groupRegistration", unsafe.Offsetof(hc.FirstGroupHandle), unsafe.Sizeof(hc)-8)}},
+		{"QnnHtpContext_GroupRegistration_t", unsafe.Sizeof(hc) - 8, []field{
+			f("firstGroupHandle", unsafe.Offsetof(hc.FirstGroupHandle)-8, ptr),
+			f("maxSpillFillBuffer", unsafe.Offsetof(hc.MaxSpillFillBuffer)-8, 8)}},
 		{"QnnContext_Config_t", unsafe.Sizeof(cc), []field{
 			f("option", unsafe.Offsetof(cc.Option), u32), f("isPersistentBinary", unsafe.Offsetof(cc.Value), 1)}},
 		{"QnnHtpDevice_Infrastructure_t", unsafe.Sizeof(hi), []field{
@@ -400,6 +427,9 @@ func TestConstantsMatchTable(t *testing.T) {
 		"QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3": binaryInfoVersion3, "QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3": graphInfoVersion3,
 		"QNN_HTP_DEVICE_INFRASTRUCTURE_TYPE_PERF":                            infraTypePerf,
 		"QNN_CONTEXT_CONFIG_PERSISTENT_BINARY":                               contextConfigPersist,
+		"QNN_CONTEXT_CONFIG_OPTION_CUSTOM":                                   contextConfigCustom,
+		"QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS":              htpContextRegisterMultiContexts,
+		"QNN_SYSTEM_CONTEXT_HTP_GRAPH_INFO_BLOB_VERSION_V1":                  htpGraphBlobInfoV1,
 		"QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3":             powerOptDcvsV3,
 		"QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY": powerOptRPCLatency,
 		"QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_POLLING_TIME":    powerOptRPCPolling,

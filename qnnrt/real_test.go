@@ -121,3 +121,43 @@ func TestRealHtpQemuLogging(t *testing.T) {
 		})
 	}
 }
+
+// TestRealSaverGroupRegistration loads two binaries on Qualcomm's Saver
+// backend, which records the calls it receives in saver_output.c. The
+// Saver of QNN 2.25 does not decode HTP custom context configs (asked to,
+// with QnnSaver_initialize and backend id 6, its contextCreateFromBinary
+// answers 5000 "Custom context config parsing not supported for chosen
+// backend ID"), so it records the config lists as empty; what it shows is
+// that Qualcomm's code takes our group's config lists, the creation order
+// (the larger spill-fill size first) and the release in reverse order.
+func TestRealSaverGroupRegistration(t *testing.T) {
+	path := realLib(t, "libQnnSaver.so")
+	t.Chdir(t.TempDir())
+	l, _ := openReal(t, path)
+	gs := chainGraphs()
+	s := newSession(t, l, SessionOptions{ContextPaths: writeBinaries(t, gs[:2])})
+	if g := s.SpillFillGroup(); !g.Registered {
+		t.Fatalf("group %+v", g)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(filepath.Join("saver_output", "saver_output.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	at := -1
+	for _, want := range []string{
+		`interface.graphRetrieve(context_0, "stage_1"`,
+		`interface.graphRetrieve(context_1, "stage_0"`,
+		`interface.contextFree(context_1, NULL)`,
+		`interface.contextFree(context_0, NULL)`,
+	} {
+		i := strings.Index(text, want)
+		if i < 0 || i < at {
+			t.Fatalf("saver_output.c lacks %q after the previous call:\n%s", want, text)
+		}
+		at = i
+	}
+}

@@ -4,26 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 )
 
-// SessionOptions configure a resident session on one context binary.
+// SessionOptions configure a resident session on one or several context
+// binaries.
 type SessionOptions struct {
-	// ContextPath is the context binary to load (required).
+	// ContextPath is the context binary to load. It may be empty when
+	// ContextPaths names the binaries.
 	ContextPath string
-	// Graphs lists the graphs to retrieve; empty retrieves every graph.
+	// ContextPaths lists further context binaries to load on the same
+	// backend and device (after ContextPath, when both are set). With two
+	// or more binaries the session registers them as one HTP spill-fill
+	// group (see NewSession). Graph names must be unique across them.
+	ContextPaths []string
+	// NoSpillFillGroup loads several binaries without the spill-fill
+	// group registration (each context then gets its own spill-fill
+	// buffer).
+	NoSpillFillGroup bool
+	// Graphs lists the graphs to retrieve; empty retrieves every graph of
+	// every binary.
 	Graphs []string
-	// Expect, when set, lists I/O contracts the binary must meet; they are
-	// checked against the metadata before the context is loaded.
+	// Expect, when set, lists I/O contracts the binaries must meet (each
+	// against the binary holding the graph it names); they are checked
+	// against the metadata before any context is loaded.
 	Expect []GraphSpec
 	// PerfMode is the HTP performance vote held while the session is open.
 	PerfMode PerfMode
 	// Profiling enables basic per-execute profiling (Timing.Device).
 	Profiling bool
-	// PersistentBinary keeps the binary mapped for the session's lifetime
+	// PersistentBinary keeps the binaries mapped for the session's lifetime
 	// and tells the backend so (QNN_CONTEXT_CONFIG_PERSISTENT_BINARY);
-	// otherwise it is unmapped as soon as the context is created.
+	// otherwise each is unmapped as soon as its context is created.
 	PersistentBinary bool
 	// LogLevel is the QNN log level of the session's logger, 1 (error) to
 	// 5 (debug) as LogLevel numbers them; 0 means warnings. Lines up to it
@@ -38,39 +53,77 @@ type SessionOptions struct {
 	RPCVote bool
 }
 
-// Session is a resident QNN session: log, backend, device, profile, context
-// and retrieved graphs, with the performance vote it holds. Create it with
-// Library.NewSession and release it with Close.
+// Session is a resident QNN session: log, backend, device, profile, one or
+// more contexts and their retrieved graphs, with the performance vote it
+// holds. Create it with Library.NewSession and release it with Close. Its
+// graphs execute one at a time (a session-wide lock around every execute),
+// so graphs of one session may be chained (Link).
 type Session struct {
 	lib  *Library
 	opts SessionOptions
-	info *ContextInfo
+	info *ContextInfo // the first binary's
 
-	mu      sync.Mutex // guards the handles during teardown
-	closed  bool
-	log     uintptr
-	backend uintptr
-	device  uintptr
-	profile uintptr
-	context uintptr
-	perf    perfState
-	status  PerfStatus
-	noDev   string // why the session has no device handle, when it has none
-	binary  *mappedFile
-	scratch arena
-	graphs  []*Graph
+	mu       sync.Mutex // guards the handles during teardown
+	closed   bool
+	log      uintptr
+	backend  uintptr
+	device   uintptr
+	profile  uintptr
+	contexts []*loadedContext // in creation order
+	group    SpillFillGroup
+	perf     perfState
+	status   PerfStatus
+	noDev    string // why the session has no device handle, when it has none
+	scratch  arena
+	graphs   []*Graph
 
 	profMu sync.Mutex // serialises use of the shared profile handle
+	execMu sync.Mutex // one execute at a time across the session's graphs
+	linkMu sync.Mutex // serialises Link, which locks two graphs
 }
 
-// NewSession loads the context binary of opts.ContextPath: it reads and
-// checks the metadata, creates the log, backend, device (when the backend
-// supports one), profile (when asked for) and power vote, creates the
-// context from the binary and retrieves the graphs. Any failure undoes
-// what was built.
+// loadedContext is one context binary of a session and, once created, its
+// context handle.
+type loadedContext struct {
+	path   string
+	info   *ContextInfo
+	handle uintptr
+	binary *mappedFile
+	graphs []string // graphs to retrieve from it
+}
+
+// SpillFillGroup describes the HTP spill-fill group registration of a
+// session's contexts.
+type SpillFillGroup struct {
+	// Registered is true when the contexts were created with
+	// QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS.
+	Registered bool
+	// MaxSpillFill is the maxSpillFillBuffer given to every context: the
+	// largest SpillFillBufferSize of the binaries.
+	MaxSpillFill uint64
+	// Order lists the binaries in creation order (the first one, which
+	// starts the group, has the largest spill-fill size).
+	Order []string
+	// Reason says why no group was registered, when Registered is false.
+	Reason string
+}
+
+// maxContexts bounds the binaries of one session.
+const maxContexts = 32
+
+// NewSession loads the context binaries of opts.ContextPath and
+// opts.ContextPaths: it reads and checks every binary's metadata, creates
+// the log, backend, device (when the backend supports one), profile (when
+// asked for) and power vote, creates one context per binary and retrieves
+// the graphs. With two or more binaries reporting a spill-fill size, the
+// contexts are registered as one HTP spill-fill group: the binary with the
+// largest size is created first with a NULL firstGroupHandle, every other
+// one names that first context, and all get the largest size as
+// maxSpillFillBuffer (SpillFillGroup reports it). Any failure undoes what
+// was built; Close frees the contexts in reverse creation order.
 func (l *Library) NewSession(ctx context.Context, opts SessionOptions) (*Session, error) {
-	if opts.ContextPath == "" {
-		return nil, errors.New("qnnrt: SessionOptions.ContextPath is empty")
+	if opts.ContextPath == "" && len(opts.ContextPaths) == 0 {
+		return nil, errors.New("qnnrt: SessionOptions.ContextPath is empty and ContextPaths names no binary")
 	}
 	if opts.LogLevel == 0 {
 		opts.LogLevel = logLevelWarn
@@ -91,37 +144,89 @@ func (l *Library) NewSession(ctx context.Context, opts SessionOptions) (*Session
 func (s *Session) open(ctx context.Context) error {
 	l := s.lib
 	var err error
+	paths := s.opts.ContextPaths
+	if s.opts.ContextPath != "" {
+		paths = append([]string{s.opts.ContextPath}, paths...)
+	}
+	if len(paths) > maxContexts {
+		return fmt.Errorf("qnnrt: %d context binaries; a session loads at most %d", len(paths), maxContexts)
+	}
 	if s.scratch.mem, err = allocC(4096); err != nil {
 		return err
 	}
-	bin, err := mapContextBinary(s.opts.ContextPath)
-	if err != nil {
-		return err
-	}
-	s.binary = bin
-	info, err := l.parseContextInfo(bin.data)
-	if err != nil {
-		return fmt.Errorf("%w (file %s)", err, bin.path)
-	}
-	info.Path, info.Format = bin.path, bin.format
-	s.info = info
-	names := s.opts.Graphs
-	if len(names) == 0 {
-		names = info.GraphNames()
-	}
-	for _, n := range names {
-		if _, ok := info.Graph(n); !ok {
-			return fmt.Errorf("qnnrt: context binary %s has no graph %q; it has %q", bin.path, n, info.GraphNames())
+	owner := map[string]*loadedContext{} // graph name -> its binary
+	for _, p := range paths {
+		if p == "" {
+			return errors.New("qnnrt: SessionOptions.ContextPaths has an empty path")
+		}
+		bin, err := mapContextBinary(p)
+		if err != nil {
+			return err
+		}
+		lc := &loadedContext{path: bin.path, binary: bin}
+		s.contexts = append(s.contexts, lc)
+		info, err := l.parseContextInfo(bin.data)
+		if err != nil {
+			return fmt.Errorf("%w (file %s)", err, bin.path)
+		}
+		info.Path, info.Format = bin.path, bin.format
+		lc.info = info
+		for _, g := range info.GraphNames() {
+			if prev, dup := owner[g]; dup {
+				return fmt.Errorf("qnnrt: graph %q is in both %s and %s; graph names must be unique in a session", g, prev.path, bin.path)
+			}
+			owner[g] = lc
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("qnnrt: load %s: %w", bin.path, err)
 		}
 	}
+	names := s.opts.Graphs
+	if len(names) == 0 {
+		for _, lc := range s.contexts {
+			names = append(names, lc.info.GraphNames()...)
+		}
+	}
+	for _, n := range names {
+		lc, ok := owner[n]
+		if !ok {
+			return fmt.Errorf("qnnrt: context binary %s has no graph %q; it has %q", strings.Join(paths, ", "), n, s.graphNames())
+		}
+		if !slices.Contains(lc.graphs, n) {
+			lc.graphs = append(lc.graphs, n)
+		}
+	}
+	// A binary none of whose graphs is asked for is not loaded: its
+	// context would only take DSP memory.
+	kept := s.contexts[:0]
+	for _, lc := range s.contexts {
+		if len(lc.graphs) > 0 {
+			kept = append(kept, lc)
+			continue
+		}
+		if err := lc.binary.unmap(); err != nil {
+			return err
+		}
+		lc.binary = nil
+	}
+	s.contexts = kept
+	if len(s.contexts) == 0 {
+		return fmt.Errorf("qnnrt: context binary %s has no graph to retrieve", strings.Join(paths, ", "))
+	}
+	s.info = s.contexts[0].info
 	for _, spec := range s.opts.Expect {
-		if err := info.Check(spec); err != nil {
-			return fmt.Errorf("%w (file %s)", err, bin.path)
+		lc, ok := owner[spec.Name]
+		if !ok {
+			return fmt.Errorf("qnnrt: expected graph %q is in no context binary of the session; they have %q", spec.Name, s.graphNames())
+		}
+		if err := lc.info.Check(spec); err != nil {
+			return fmt.Errorf("%w (file %s)", err, lc.path)
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("qnnrt: load %s: %w", bin.path, err)
+		return fmt.Errorf("qnnrt: load: %w", err)
 	}
+	s.planGroup()
 
 	if err := l.call("logCreate", l.core[fnLogCreate], l.logFn, uintptr(s.opts.LogLevel), uintptr(unsafe.Pointer(&s.log))); err != nil {
 		s.log = 0
@@ -158,46 +263,156 @@ func (s *Session) open(ctx context.Context) error {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("qnnrt: load %s: %w", bin.path, err)
+		return fmt.Errorf("qnnrt: load: %w", err)
 	}
 
-	var configs uintptr
+	for _, lc := range s.contexts {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("qnnrt: load %s: %w", lc.path, err)
+		}
+		if err := s.createContext(lc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planGroup decides the spill-fill group of several binaries: following
+// onnxruntime's QNN execution provider, the binary with the largest
+// spill-fill size is created first (it starts the group; the others keep
+// their order) and every context is given that size as maxSpillFillBuffer.
+// A group needs a size above 0: when no binary reports one, none is
+// registered.
+func (s *Session) planGroup() {
+	g := &s.group
+	switch {
+	case len(s.contexts) < 2:
+		g.Reason = "one context binary"
+	case s.opts.NoSpillFillGroup:
+		g.Reason = "SessionOptions.NoSpillFillGroup"
+	default:
+		first := 0
+		for i, lc := range s.contexts {
+			if lc.info.SpillFillBufferSize > s.contexts[first].info.SpillFillBufferSize {
+				first = i
+			}
+		}
+		g.MaxSpillFill = s.contexts[first].info.SpillFillBufferSize
+		if g.MaxSpillFill == 0 {
+			g.Reason = "no binary reports a spill-fill buffer size"
+			break
+		}
+		g.Registered = true
+		lc := s.contexts[first]
+		s.contexts = append(s.contexts[:first], s.contexts[first+1:]...)
+		s.contexts = append([]*loadedContext{lc}, s.contexts...)
+	}
+	for _, lc := range s.contexts {
+		g.Order = append(g.Order, lc.path)
+	}
+}
+
+// createContext creates lc's context from its binary, with the persistent
+// binary and spill-fill group configs as planned, retrieves its graphs and
+// unmaps the binary unless it must persist.
+func (s *Session) createContext(lc *loadedContext) error {
+	l := s.lib
+	var cfgs []unsafe.Pointer
 	if s.opts.PersistentBinary {
 		cfg, err := s.scratch.alloc(int(unsafe.Sizeof(contextConfig{})), 8)
 		if err != nil {
 			return err
 		}
 		*(*contextConfig)(cfg) = contextConfig{Option: contextConfigPersist, Value: 1}
-		list, err := s.scratch.alloc(16, 8)
+		cfgs = append(cfgs, cfg)
+	}
+	if s.group.Registered {
+		custom, err := s.scratch.alloc(int(unsafe.Sizeof(htpContextCustomConfig{})), 8)
 		if err != nil {
 			return err
 		}
-		*(*unsafe.Pointer)(list) = cfg
+		first := uintptr(0) // QNN_CONTEXT_NULL: this context starts the group
+		if lc != s.contexts[0] {
+			first = s.contexts[0].handle
+		}
+		*(*htpContextCustomConfig)(custom) = htpContextCustomConfig{
+			Option: htpContextRegisterMultiContexts, FirstGroupHandle: first, MaxSpillFillBuffer: s.group.MaxSpillFill,
+		}
+		cfg, err := s.scratch.alloc(int(unsafe.Sizeof(contextConfig{})), 8)
+		if err != nil {
+			return err
+		}
+		*(*contextConfig)(cfg) = contextConfig{Option: contextConfigCustom, Value: uint64(uintptr(custom))}
+		cfgs = append(cfgs, cfg)
+	}
+	var configs uintptr
+	if len(cfgs) > 0 {
+		list, err := s.scratch.alloc(8*(len(cfgs)+1), 8)
+		if err != nil {
+			return err
+		}
+		arr := unsafe.Slice((*unsafe.Pointer)(list), len(cfgs)+1)
+		copy(arr, cfgs)
+		arr[len(cfgs)] = nil
 		configs = uintptr(list)
 	}
+	bin := lc.binary
 	if err := l.call(fmt.Sprintf("contextCreateFromBinary %q", bin.path), l.core[fnContextCreateFromBinary], s.backend, s.device, configs,
-		uintptr(unsafe.Pointer(&bin.data[0])), uintptr(len(bin.data)), uintptr(unsafe.Pointer(&s.context)), 0); err != nil {
-		s.context = 0
+		uintptr(unsafe.Pointer(&bin.data[0])), uintptr(len(bin.data)), uintptr(unsafe.Pointer(&lc.handle)), 0); err != nil {
+		lc.handle = 0
 		return err
 	}
 	if !s.opts.PersistentBinary {
-		if err := s.binary.unmap(); err != nil {
+		if err := bin.unmap(); err != nil {
 			return err
 		}
-		s.binary = nil
+		lc.binary = nil
 	}
-	for _, n := range names {
-		g, err := s.retrieve(n)
+	for _, n := range lc.graphs {
+		g, err := s.retrieve(lc, n)
 		if err != nil {
 			return err
 		}
+		g.pos = len(s.graphs)
 		s.graphs = append(s.graphs, g)
 	}
 	return nil
 }
 
-// Info returns the metadata of the session's context binary.
+// graphNames lists the graphs of every binary of the session.
+func (s *Session) graphNames() []string {
+	var names []string
+	for _, lc := range s.contexts {
+		if lc.info != nil {
+			names = append(names, lc.info.GraphNames()...)
+		}
+	}
+	return names
+}
+
+// Info returns the metadata of the session's first context binary
+// (SessionOptions.ContextPath, or the first of ContextPaths, that holds a
+// retrieved graph).
 func (s *Session) Info() *ContextInfo { return s.info }
+
+// Infos returns the metadata of every context binary the session loaded
+// (those holding a graph it retrieved), in the order the contexts were
+// created.
+func (s *Session) Infos() []*ContextInfo {
+	out := make([]*ContextInfo, len(s.contexts))
+	for i, lc := range s.contexts {
+		out[i] = lc.info
+	}
+	return out
+}
+
+// SpillFillGroup reports the spill-fill group registration of the
+// session's contexts.
+func (s *Session) SpillFillGroup() SpillFillGroup {
+	g := s.group
+	g.Order = slices.Clone(g.Order)
+	return g
+}
 
 // HasDevice reports whether the session created a device handle (the
 // backend supports the device API).
@@ -257,19 +472,24 @@ func (s *Session) Close() error {
 		g.closed = true
 		errs = append(errs, g.releaseShared())
 	}
-	call(&s.context, fnContextFree, "contextFree", 0)
+	for i := len(s.contexts) - 1; i >= 0; i-- { // reverse creation order: the group's first context last
+		call(&s.contexts[i].handle, fnContextFree, "contextFree", 0)
+	}
 	call(&s.profile, fnProfileFree, "profileFree")
 	errs = append(errs, s.releasePerf())
 	call(&s.device, fnDeviceFree, "deviceFree")
 	call(&s.backend, fnBackendFree, "backendFree")
 	call(&s.log, fnLogFree, "logFree")
 	for _, g := range s.graphs {
+		g.freeShared()
 		errs = append(errs, g.freeMemory())
 		g.mu.Unlock()
 	}
-	if s.binary != nil {
-		errs = append(errs, s.binary.unmap())
-		s.binary = nil
+	for _, lc := range s.contexts {
+		if lc.binary != nil {
+			errs = append(errs, lc.binary.unmap())
+			lc.binary = nil
+		}
 	}
 	errs = append(errs, s.scratch.mem.free())
 	l.removeSession(s)

@@ -60,11 +60,16 @@ func (l *Library) rpcmem() (*rpcmemFns, error) {
 	return fns, nil
 }
 
-// sharedBuffer is an rpcmem allocation registered with the context.
+// sharedBuffer is an rpcmem allocation registered with a context. The
+// tensor that owns the allocation frees it; a linked input in another
+// context holds its own registration of the same memory (owner false),
+// one in the same context uses the owner's handle (handle 0 here).
 type sharedBuffer struct {
 	rpc    *rpcmemFns
 	ptr    unsafe.Pointer
+	fd     int32
 	handle uintptr
+	owner  bool
 }
 
 // ShareInputs moves the named inputs into rpcmem shared buffers registered
@@ -89,6 +94,9 @@ func (g *Graph) ShareInputs(names ...string) (bool, error) {
 		i := g.InputIndex(n)
 		if i < 0 {
 			return false, fmt.Errorf("qnnrt: graph %q has no input %q to share", g.info.Name, n)
+		}
+		if t := g.in[i]; t.link != nil {
+			return false, g.linkedErr(t)
 		}
 		if t := g.in[i]; t.shared == nil && !slices.Contains(todo, t) {
 			todo = append(todo, t)
@@ -147,7 +155,6 @@ func (g *Graph) ShareInputs(names ...string) (bool, error) {
 // register allocates, maps and registers a shared buffer for t, using tmp
 // for the descriptor and the handle out-parameter.
 func (g *Graph) register(rpc *rpcmemFns, t *ioTensor, tmp cmem) (*sharedBuffer, error) {
-	l := g.s.lib
 	size := (t.info.Bytes() + sharedAlign - 1) &^ (sharedAlign - 1)
 	if size > math.MaxInt32 {
 		return nil, fmt.Errorf("input %q needs %d bytes, more than one rpcmem allocation holds (2^31-1)", t.info.Name, size)
@@ -161,6 +168,19 @@ func (g *Graph) register(rpc *rpcmemFns, t *ioTensor, tmp cmem) (*sharedBuffer, 
 		rpc.free(p)
 		return nil, fmt.Errorf("rpcmem_to_fd for input %q returned %d", t.info.Name, fd)
 	}
+	h, err := g.registerFD(t, fd, tmp)
+	if err != nil {
+		rpc.free(p)
+		return nil, err
+	}
+	return &sharedBuffer{rpc: rpc, ptr: p, fd: fd, handle: h, owner: true}, nil
+}
+
+// registerFD registers the rpcmem buffer fd, laid out as t, with g's
+// context (memRegister, ION) and returns the handle; tmp holds the
+// descriptor and the out-parameter.
+func (g *Graph) registerFD(t *ioTensor, fd int32, tmp cmem) (uintptr, error) {
+	l := g.s.lib
 	desc := (*memDescriptor)(tmp.ptr(0))
 	*desc = memDescriptor{
 		MemShape: memShape{NumDim: t.slot.V2.Rank, DimSize: t.slot.V2.Dimensions},
@@ -170,44 +190,68 @@ func (g *Graph) register(rpc *rpcmemFns, t *ioTensor, tmp cmem) (*sharedBuffer, 
 	desc.Info[0] = uint64(uint32(fd))
 	hOut := tmp.ptr(int(unsafe.Sizeof(memDescriptor{})))
 	*(*uintptr)(hOut) = 0
-	if err := l.call(fmt.Sprintf("memRegister %q", t.info.Name), l.core[fnMemRegister], g.s.context, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); err != nil {
-		rpc.free(p)
-		return nil, err
+	if err := l.call(fmt.Sprintf("memRegister %q", t.info.Name), l.core[fnMemRegister], g.ctx.handle, uintptr(unsafe.Pointer(desc)), 1, uintptr(hOut)); err != nil {
+		return 0, err
 	}
-	return &sharedBuffer{rpc: rpc, ptr: p, handle: *(*uintptr)(hOut)}, nil
+	return *(*uintptr)(hOut), nil
 }
 
-// unregister deregisters and frees t's shared buffer; the slot is left for
-// the caller to repoint.
+// unregister deregisters and frees (when it owns it) t's shared buffer;
+// the slot is left for the caller to repoint.
 func (g *Graph) unregister(t *ioTensor) error {
 	sb := t.shared
 	if sb == nil {
 		return nil
 	}
+	err := g.deregister(t)
 	t.shared = nil
-	l := g.s.lib
-	var err error
-	if sb.handle != 0 {
-		h := sb.handle
-		if ret := ccall(l.core[fnMemDeRegister], uintptr(unsafe.Pointer(&h)), 1); ret != 0 {
-			err = l.qnnError(fmt.Sprintf("memDeRegister %q", t.info.Name), ret)
-		}
+	if sb.owner {
+		sb.rpc.free(sb.ptr)
 	}
-	sb.rpc.free(sb.ptr)
 	if t.buf == sb.ptr {
 		t.buf = nil
 	}
 	return err
 }
 
-// releaseShared deregisters and frees every shared buffer of the graph;
-// g.mu is held and the context is still alive.
+// deregister drops t's registration (once) and keeps the memory.
+func (g *Graph) deregister(t *ioTensor) error {
+	sb := t.shared
+	if sb == nil || sb.handle == 0 {
+		return nil
+	}
+	l := g.s.lib
+	h := sb.handle
+	sb.handle = 0
+	if ret := ccall(l.core[fnMemDeRegister], uintptr(unsafe.Pointer(&h)), 1); ret != 0 {
+		return l.qnnError(fmt.Sprintf("memDeRegister %q", t.info.Name), ret)
+	}
+	return nil
+}
+
+// releaseShared deregisters every shared buffer of the graph, inputs and
+// outputs; g.mu is held and the context is still alive. The memory is
+// freed by freeShared, once every context has dropped its registrations.
 func (g *Graph) releaseShared() error {
 	var errs []error
-	for _, t := range g.in {
-		if t.shared != nil {
-			errs = append(errs, g.unregister(t))
-		}
+	for _, t := range slices.Concat(g.in, g.out) {
+		errs = append(errs, g.deregister(t))
 	}
 	return errors.Join(errs...)
+}
+
+// freeShared frees the rpcmem buffers the graph's tensors own, after
+// releaseShared on every graph of the session.
+func (g *Graph) freeShared() {
+	for _, t := range slices.Concat(g.in, g.out) {
+		if sb := t.shared; sb != nil {
+			t.shared = nil
+			if sb.owner {
+				sb.rpc.free(sb.ptr)
+			}
+			if t.buf == sb.ptr {
+				t.buf = nil
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package qnnfake
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 
 	"github.com/fastwam/actionexpert/expert"
 )
@@ -29,6 +30,7 @@ const (
 	binaryFormatMinor         uint32 = 3
 	payloadOffset                    = 0x40
 	payloadMagic                     = "FAKEQNN1"
+	payloadMagicSpill                = "FAKEQNN2"
 	headerPayloadOffsetOffset        = 0x18
 	headerPayloadSizeOffset          = 0x20
 )
@@ -67,6 +69,10 @@ func (t Tensor) Elements() uint64 {
 type Graph struct {
 	Name            string
 	Inputs, Outputs []Tensor
+	// SpillFill is the spill-fill buffer size the graph needs, reported in
+	// the metadata (graph-info v3's HTP graph blob info, and the largest
+	// of a binary's graphs in binary-info v1/v2's HTP hardware-info blob).
+	SpillFill uint64
 }
 
 // Binary describes a context binary in the test double's format.
@@ -80,19 +86,31 @@ type Binary struct {
 // header (big-endian format version 2.3 in bytes 0..7, little-endian uint64
 // payload offset at 0x18 and payload size at 0x20), then the payload: the
 // magic "FAKEQNN1", the SoC model, the DSP architecture, the build id and the
-// graphs, little-endian, strings as a uint32 length and the bytes.
+// graphs, little-endian, strings as a uint32 length and the bytes. When a
+// graph has a SpillFill size the magic is "FAKEQNN2" and every graph's name
+// is followed by its SpillFill as a uint64.
 //
 // Marshal writes b as given, without validation, so tests can produce
 // binaries the library must reject; truncating or padding the result also
 // gives a malformed binary.
 func (b Binary) Marshal() []byte {
+	spill := false
+	for _, g := range b.Graphs {
+		spill = spill || g.SpillFill != 0
+	}
 	p := []byte(payloadMagic)
+	if spill {
+		p = []byte(payloadMagicSpill)
+	}
 	p = binary.LittleEndian.AppendUint32(p, b.SocModel)
 	p = binary.LittleEndian.AppendUint32(p, b.Arch)
 	p = appendString(p, b.BuildID)
 	p = binary.LittleEndian.AppendUint32(p, uint32(len(b.Graphs)))
 	for _, g := range b.Graphs {
 		p = appendString(p, g.Name)
+		if spill {
+			p = binary.LittleEndian.AppendUint64(p, g.SpillFill)
+		}
 		p = appendTensors(p, g.Inputs)
 		p = appendTensors(p, g.Outputs)
 	}
@@ -171,4 +189,65 @@ func ActionStepGraph(dt uint32, d expert.Dims) Graph {
 			t(idPredNoise, "pred_noise", 1, u(d.ActionTokens), u(d.ActionDim)),
 		},
 	}
+}
+
+// Graph names of the split action bundle.
+const (
+	ActionContextName = "action_context"
+	ActionStepCtxName = "action_step_ctx"
+)
+
+// Tensor ids of the split action graphs (again neither positions nor
+// consecutive).
+const (
+	idCtxContext     = 21
+	idCtxCrossKeys   = 301
+	idCtxCrossValues = 302
+	idStepCrossKeys  = 17
+	idStepCrossVals  = 18
+)
+
+// ActionContextGraph is the split bundle's once-per-chunk graph for d:
+//
+//	context [1, L, T] -> cross_keys, cross_values [N, 1, L, A]
+func ActionContextGraph(dt uint32, d expert.Dims) Graph {
+	u := func(v int) uint32 { return uint32(v) }
+	t := func(id uint32, name string, dims ...uint32) Tensor {
+		return Tensor{ID: id, Name: name, DataType: dt, Dims: dims}
+	}
+	return Graph{
+		Name:   ActionContextName,
+		Inputs: []Tensor{t(idCtxContext, "context", 1, u(d.ContextTokens), u(d.TextDim))},
+		Outputs: []Tensor{
+			t(idCtxCrossKeys, "cross_keys", u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())),
+			t(idCtxCrossValues, "cross_values", u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())),
+		},
+	}
+}
+
+// ActionStepCtxGraph is the split bundle's per-step graph for d: the
+// action_step contract with context replaced by the cross-attention keys
+// and values:
+//
+//	latents_action [1, S, a]   timestep [1]
+//	video_keys, video_values [N, 1, Sv, A]
+//	cross_keys, cross_values [N, 1, L, A]   context_mask [1, L]
+//	-> pred_noise [1, S, a]
+func ActionStepCtxGraph(dt uint32, d expert.Dims) Graph {
+	g := ActionStepGraph(dt, d)
+	g.Name = ActionStepCtxName
+	u := func(v int) uint32 { return uint32(v) }
+	cross := []uint32{u(d.Layers), 1, u(d.ContextTokens), u(d.AttnWidth())}
+	var in []Tensor
+	for _, t := range g.Inputs {
+		if t.Name == "context" {
+			in = append(in,
+				Tensor{ID: idStepCrossKeys, Name: "cross_keys", DataType: dt, Dims: cross},
+				Tensor{ID: idStepCrossVals, Name: "cross_values", DataType: dt, Dims: slices.Clone(cross)})
+			continue
+		}
+		in = append(in, t)
+	}
+	g.Inputs = in
+	return g
 }

@@ -36,6 +36,15 @@
 //     the context, 8003 for an fd that is not a live rpcmem buffer, 8004
 //     for a region larger than the buffer, 8005 for another memory type.
 //     contextFree with registered memory answers 1005 and frees nothing.
+//   - contextCreateFromBinary accepts a QNN_CONTEXT_CONFIG_OPTION_CUSTOM
+//     config carrying QnnHtpContext_CustomConfig_t REGISTER_MULTI_CONTEXTS
+//     (the spill-fill group registration) and answers 5010 for one it
+//     refuses (see ContextRecords); binaries carry per-graph spill-fill
+//     sizes (Graph.SpillFill), reported in graph-info v3's HTP graph blob
+//     info and binary-info v1/v2's HTP hardware-info blob.
+//   - The record of calls: ContextRecords (each context's group
+//     registration) and ExecuteRecords (each execute's graph, context and
+//     tensor addresses), so tests see chained graphs share memory.
 //   - setPowerConfig needs DCVS_V3 contextId equal to the power config id
 //     (13001 otherwise) and records every config of an accepted call.
 //   - Table entries the double does not implement answer 1000.

@@ -1,6 +1,7 @@
 package qnnfake
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -51,6 +52,10 @@ type control struct {
 	omitFunction         func(fn string, on int32) int32
 	emitLog              func(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr)
 	emitLogFromThread    func(level uint32, s string, d int32, u uint32, llu uint64, f float64, p uintptr) int32
+	contextRecords       func() int32
+	contextRecord        func(i int32, out unsafe.Pointer) int32
+	executeRecords       func() int32
+	executeRecord        func(i int32, name unsafe.Pointer, capacity int32, addrs, counts unsafe.Pointer) int32
 }
 
 // New builds the test double for v (cached per source and flags under
@@ -129,6 +134,10 @@ func open(path string) (l *Lib, err error) {
 		{&c.omitFunction, "fake_omit_function"},
 		{&c.emitLog, "fake_emit_log"},
 		{&c.emitLogFromThread, "fake_emit_log_from_thread"},
+		{&c.contextRecords, "fake_context_records"},
+		{&c.contextRecord, "fake_context_record"},
+		{&c.executeRecords, "fake_execute_records"},
+		{&c.executeRecord, "fake_execute_record"},
 	} {
 		purego.RegisterLibFunc(f.ptr, h, f.name)
 	}
@@ -339,4 +348,96 @@ func b2i(on bool) int32 {
 		return 1
 	}
 	return 0
+}
+
+// ContextRecord is what the library recorded about one successful
+// contextCreateFromBinary.
+type ContextRecord struct {
+	// Seq numbers the contexts in creation order, from 1.
+	Seq int
+	// Group is true when the call carried a spill-fill group registration
+	// (QnnHtpContext_CustomConfig_t option REGISTER_MULTI_CONTEXTS).
+	Group bool
+	// FirstSeq is the Seq of the context the registration's
+	// firstGroupHandle named, 0 for a new group (or no registration).
+	FirstSeq int
+	// MaxSpillFill is the registration's maxSpillFillBuffer.
+	MaxSpillFill uint64
+	// BinarySpillFill is the largest spill-fill size of the binary's
+	// graphs (Graph.SpillFill).
+	BinarySpillFill uint64
+	// Freed is 0 while the context lives, else the rank of its
+	// contextFree among those that freed a context (1 = the first freed).
+	Freed int
+	// GroupSpillFill is the group's spill-fill buffer: the
+	// maxSpillFillBuffer of the group's first context (QnnHtpContext.h: a
+	// later context's value is disregarded). 0 without a group.
+	GroupSpillFill uint64
+}
+
+// ContextRecords returns every context creation so far, in order. The
+// library refuses a registration with maxSpillFillBuffer 0, a
+// firstGroupHandle that is not a live context that itself started a group,
+// and a binary whose spill-fill size exceeds the group's buffer (5010,
+// QNN_CONTEXT_ERROR_INVALID_CONFIG); a later context's maxSpillFillBuffer
+// other than the group's is accepted and disregarded, as QnnHtpContext.h
+// says.
+func (l *Lib) ContextRecords() []ContextRecord {
+	n := l.c.contextRecords()
+	out := make([]ContextRecord, 0, n)
+	for i := range n {
+		var v [7]uint64
+		if l.c.contextRecord(i, unsafe.Pointer(&v[0])) == 0 {
+			break
+		}
+		out = append(out, ContextRecord{Seq: int(v[0]), Group: v[1] != 0, FirstSeq: int(v[2]), MaxSpillFill: v[3], BinarySpillFill: v[4], Freed: int(v[5]), GroupSpillFill: v[6]})
+	}
+	return out
+}
+
+// ExecuteRecord is what the library recorded about one successful
+// graphExecute: the context (its ContextRecord.Seq), the graph, and the
+// address of every tensor's data (client buffer or registered memory), so
+// a test can see that one graph read the memory another wrote.
+type ExecuteRecord struct {
+	Seq     int
+	Graph   string
+	Inputs  []uintptr // in the graph's input declaration order
+	Outputs []uintptr // in the graph's output declaration order
+}
+
+// maxRecordedAddrs is how many tensor addresses an execute record keeps.
+const maxRecordedAddrs = 16
+
+// ExecuteRecords returns the successful executes so far (the first 65536),
+// in order. Addresses beyond the first 16 tensors of a graph are 0.
+func (l *Lib) ExecuteRecords() []ExecuteRecord {
+	n := l.c.executeRecords()
+	out := make([]ExecuteRecord, 0, n)
+	name := make([]byte, 64)
+	for i := range n {
+		var addrs [maxRecordedAddrs]uint64
+		var counts [3]uint32
+		if l.c.executeRecord(i, unsafe.Pointer(&name[0]), int32(len(name)), unsafe.Pointer(&addrs[0]), unsafe.Pointer(&counts[0])) == 0 {
+			break
+		}
+		r := ExecuteRecord{Seq: int(counts[0])}
+		if k := bytes.IndexByte(name, 0); k >= 0 {
+			r.Graph = string(name[:k])
+		}
+		at := func(k int) uintptr {
+			if k < maxRecordedAddrs {
+				return uintptr(addrs[k])
+			}
+			return 0
+		}
+		for k := range int(counts[1]) {
+			r.Inputs = append(r.Inputs, at(k))
+		}
+		for k := range int(counts[2]) {
+			r.Outputs = append(r.Outputs, at(int(counts[1])+k))
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -114,7 +114,10 @@ enum {
     QNN_SYSTEM_CONTEXT_HTP_GRAPH_INFO_BLOB_VERSION_V1 = 1,
 
     QNN_HTP_DEVICE_INFRASTRUCTURE_TYPE_PERF = 0,
+    QNN_CONTEXT_CONFIG_OPTION_CUSTOM = 0,
     QNN_CONTEXT_CONFIG_PERSISTENT_BINARY = 7,
+    QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS = 2,
+    QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1 = 1,
 
     QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_DCVS_V3 = 1,
     QNN_HTP_PERF_INFRASTRUCTURE_POWER_CONFIGOPTION_RPC_CONTROL_LATENCY = 2,
@@ -577,6 +580,32 @@ FQ_OFF(QnnContext_Config_t, enableGraphs, 8);
 FQ_OFF(QnnContext_Config_t, memoryLimitHint, 8);
 FQ_OFF(QnnContext_Config_t, isPersistentBinary, 8);
 
+/* QnnHtpContext_GroupRegistration_t: the spill-fill group a context joins
+ * (firstGroupHandle: the group's first context, NULL for a new group). */
+typedef struct {
+    Qnn_ContextHandle_t firstGroupHandle;
+    uint64_t maxSpillFillBuffer;
+} QnnHtpContext_GroupRegistration_t;
+FQ_SIZE(QnnHtpContext_GroupRegistration_t, 16);
+FQ_OFF(QnnHtpContext_GroupRegistration_t, firstGroupHandle, 0);
+FQ_OFF(QnnHtpContext_GroupRegistration_t, maxSpillFillBuffer, 8);
+
+/* QnnHtpContext_CustomConfig_t: what a QNN_CONTEXT_CONFIG_OPTION_CUSTOM
+ * config's customConfig points to on the HTP backend. */
+typedef struct {
+    uint32_t option; /* QNN_HTP_CONTEXT_CONFIG_OPTION_* */
+    union {
+        bool weightSharingEnabled;
+        QnnHtpContext_GroupRegistration_t groupRegistration;
+        uint64_t fileReadMemoryBudgetInMb;
+    };
+} QnnHtpContext_CustomConfig_t;
+FQ_SIZE(QnnHtpContext_CustomConfig_t, 24);
+FQ_OFF(QnnHtpContext_CustomConfig_t, option, 0);
+FQ_OFF(QnnHtpContext_CustomConfig_t, weightSharingEnabled, 8);
+FQ_OFF(QnnHtpContext_CustomConfig_t, groupRegistration, 8);
+FQ_OFF(QnnHtpContext_CustomConfig_t, fileReadMemoryBudgetInMb, 8);
+
 typedef struct {
     uint32_t type;       /* QnnProfile_EventType_t */
     uint32_t unit;       /* QnnProfile_EventUnit_t */
@@ -821,6 +850,23 @@ typedef struct {
 FQ_SIZE(QnnHtpSystemContext_GraphBlobInfo_t, 40);
 FQ_OFF(QnnHtpSystemContext_GraphBlobInfo_t, version, 0);
 FQ_OFF(QnnHtpSystemContext_GraphBlobInfo_t, contextBinaryGraphBlobInfoV1, 8);
+
+/* QnnHtpSystemContext_HwBlobInfo_t: the hwInfoBlob of binary info v1/v2.
+ * Not in the layout file; written from the public QnnHtpSystemContext.h
+ * (a version word, then a V1 union of {uint32_t graphListIndex; uint64_t
+ * spillFillBufferSize}), which gives these natural LP64 offsets. */
+typedef struct {
+    uint32_t graphListIndex;
+    uint64_t spillFillBufferSize;
+} QnnHtpSystemContext_HwBlobInfoV1_t;
+typedef struct {
+    uint32_t version; /* QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1 */
+    union {
+        QnnHtpSystemContext_HwBlobInfoV1_t contextBinaryHwInfoBlobV1_t;
+    };
+} QnnHtpSystemContext_HwBlobInfo_t;
+FQ_SIZE(QnnHtpSystemContext_HwBlobInfo_t, 24);
+FQ_OFF(QnnHtpSystemContext_HwBlobInfo_t, contextBinaryHwInfoBlobV1_t.spillFillBufferSize, 16);
 
 /* --- platform info (binary info v2/v3 platformInfo) ----------------------
  * The layout file gives only the sizes of QnnDevice_PlatformInfo_t (24),
@@ -1221,6 +1267,7 @@ typedef struct {
 
 typedef struct {
     const char *name;
+    uint64_t spillFill; /* spill-fill buffer size the graph needs (FAKEQNN2 binaries) */
     uint32_t nInputs, nOutputs;
     fq_tensor *inputs, *outputs;
 } fq_graph;
@@ -1248,6 +1295,7 @@ typedef struct {
             fq_binary bin;
             uint32_t liveMem;      /* registered memory handles */
             uint64_t *graphHandle; /* per graph: handle once retrieved, else 0 */
+            uint32_t seq;          /* creation ordinal (1 = first context created) */
         } context;
         struct { uint32_t context, graph; } graph;
         struct {
@@ -1285,6 +1333,28 @@ typedef struct {
 } fq_provider_cfg;
 
 enum { FQ_MAX_PROVIDERS = 8, FQ_LAST_ERROR_MAX = 1024 };
+
+/* A recorded context creation: its ordinal, whether it came with a
+ * spill-fill group registration (QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_
+ * MULTI_CONTEXTS), the ordinal of the context its firstGroupHandle named (0
+ * for a new group), the maxSpillFillBuffer it gave and the largest
+ * spill-fill size of the binary's graphs. */
+typedef struct {
+    uint64_t seq, group, firstSeq, maxSpillFill, binarySpillFill;
+    uint64_t freed; /* 0 while live, else its rank among contextFree calls that freed a context (1 = first) */
+    uint64_t groupSpillFill; /* the group's buffer: its first context's maxSpillFillBuffer */
+} fq_context_record;
+
+/* A recorded successful execute: the context's ordinal, the graph's name
+ * and the address of every tensor's data, inputs then outputs, in the
+ * graph's declaration order (at most FQ_EXEC_ADDRS). */
+enum { FQ_EXEC_ADDRS = 16, FQ_MAX_EXEC_RECORDS = 1 << 16, FQ_MAX_CONTEXT_RECORDS = 1 << 12 };
+typedef struct {
+    uint32_t seq;
+    uint32_t nIn, nOut;
+    char graph[64];
+    uint64_t addr[FQ_EXEC_ADDRS];
+} fq_exec_record;
 
 /* A recorded power vote, in the order of the Go PowerVote struct. call is
  * the number of the setPowerConfig call that carried it (1 = the first). */
@@ -1332,6 +1402,12 @@ static struct {
 
     fq_power_vote *votes;
     uint32_t nVotes, capVotes;
+
+    fq_context_record *ctxRecs;
+    uint32_t nCtxRecs, capCtxRecs;
+    uint64_t nContextFrees;
+    fq_exec_record *execRecs;
+    uint32_t nExecRecs, capExecRecs;
 
     /* logging: the active logger is the most recently created live log
      * object (index + 1, 0 = none); timestamps are a sequence number */
@@ -1933,8 +2009,11 @@ static fq_parse_status fq_parse(const void *buf, uint64_t size, fq_arena *arena,
         return FQ_PARSE_MALFORMED;
     }
     fq_reader r = {.p = b + off, .left = len, .arena = arena};
-    if (len < 8 || memcmp(r.p, "FAKEQNN1", 8) != 0) {
-        snprintf(why, whyCap, "payload does not start with FAKEQNN1");
+    /* FAKEQNN1: no spill-fill sizes; FAKEQNN2: a uint64 spill-fill size
+     * after each graph's name */
+    bool withSpill = len >= 8 && memcmp(r.p, "FAKEQNN2", 8) == 0;
+    if (len < 8 || (!withSpill && memcmp(r.p, "FAKEQNN1", 8) != 0)) {
+        snprintf(why, whyCap, "payload does not start with FAKEQNN1 or FAKEQNN2");
         return FQ_PARSE_MALFORMED;
     }
     r.p += 8;
@@ -1951,6 +2030,10 @@ static fq_parse_status fq_parse(const void *buf, uint64_t size, fq_arena *arena,
     for (uint32_t g = 0; g < out->nGraphs && !r.bad; g++) {
         fq_graph *gr = &out->graphs[g];
         gr->name = fq_read_str(&r);
+        if (withSpill) {
+            uint64_t lo = fq_read_u32(&r), hi = fq_read_u32(&r);
+            gr->spillFill = hi << 32 | lo;
+        }
         gr->inputs = fq_read_tensors(&r, &gr->nInputs);
         gr->outputs = fq_read_tensors(&r, &gr->nOutputs);
     }
@@ -2272,6 +2355,107 @@ static Qnn_ErrorHandle_t fq_profileFree(Qnn_ProfileHandle_t profile) {
 /* Contexts and graphs                                                      */
 /* ======================================================================== */
 
+/* fq_binary_spill_fill is the largest spill-fill size of bin's graphs. */
+static uint64_t fq_binary_spill_fill(const fq_binary *bin) {
+    uint64_t m = 0;
+    for (uint32_t g = 0; g < bin->nGraphs; g++) {
+        if (bin->graphs[g].spillFill > m) {
+            m = bin->graphs[g].spillFill;
+        }
+    }
+    return m;
+}
+
+/* fq_grow makes room for one more element of size elem in *arr (n used,
+ * *cap allocated, at most max); false when full or out of memory. */
+static bool fq_grow(void **arr, uint32_t n, uint32_t *cap, size_t elem, uint32_t max) {
+    if (n < *cap) {
+        return true;
+    }
+    if (n >= max) {
+        return false;
+    }
+    uint32_t c = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, (size_t)c * elem);
+    if (p == NULL) {
+        return false;
+    }
+    *arr = p;
+    *cap = c;
+    return true;
+}
+
+/* fq_context_configs checks the NULL-terminated config list of a
+ * contextCreateFromBinary call and fills rec's group fields. It accepts
+ * the standard options as the real library does and, as HTP custom
+ * configs, only REGISTER_MULTI_CONTEXTS, which must name NULL (a new group)
+ * or a live context that started a group as firstGroupHandle, and give a
+ * maxSpillFillBuffer > 0. As QnnHtpContext.h says, the group's buffer is
+ * the maxSpillFillBuffer its first context gave, a later value being
+ * disregarded (recorded all the same); the double refuses a binary whose
+ * spill-fill size exceeds that buffer (its strictness: what the real
+ * library does then is not documented). */
+static Qnn_ErrorHandle_t fq_context_configs(const QnnContext_Config_t **config, const fq_binary *bin,
+                                            fq_context_record *rec) {
+    const fq_fn fn = FN_contextCreateFromBinary;
+    rec->binarySpillFill = fq_binary_spill_fill(bin);
+    if (config == NULL) {
+        return QNN_SUCCESS;
+    }
+    for (uint32_t k = 0; config[k] != NULL; k++) {
+        if (k == 64) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG, "config list has no NULL terminator in 64 entries");
+        }
+        const QnnContext_Config_t *c = config[k];
+        if (c->option != QNN_CONTEXT_CONFIG_OPTION_CUSTOM) {
+            continue;
+        }
+        const QnnHtpContext_CustomConfig_t *h = c->customConfig;
+        if (h == NULL) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG, "config %u: CUSTOM with a NULL customConfig", k);
+        }
+        if (h->option != QNN_HTP_CONTEXT_CONFIG_OPTION_REGISTER_MULTI_CONTEXTS) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                            "config %u: HTP custom option %u is not one the test double implements (2, "
+                            "REGISTER_MULTI_CONTEXTS)", k, h->option);
+        }
+        if (rec->group) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG, "config %u: a second group registration", k);
+        }
+        const QnnHtpContext_GroupRegistration_t *g = &h->groupRegistration;
+        if (g->maxSpillFillBuffer == 0) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG, "config %u: group registration with maxSpillFillBuffer 0", k);
+        }
+        rec->group = 1;
+        rec->maxSpillFill = g->maxSpillFillBuffer;
+        rec->firstSeq = 0;
+        if (g->firstGroupHandle != NULL) {
+            fq_obj *first = fq_get(K_CONTEXT, g->firstGroupHandle);
+            if (first == NULL) {
+                return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                                "config %u: firstGroupHandle %p is not a live context", k, g->firstGroupHandle);
+            }
+            const fq_context_record *fr = &S.ctxRecs[first->context.seq - 1];
+            if (!fr->group || fr->firstSeq != 0) {
+                return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                                "config %u: firstGroupHandle %p is not the first context of a spill-fill group", k,
+                                g->firstGroupHandle);
+            }
+            rec->firstSeq = fr->seq;
+            rec->groupSpillFill = fr->groupSpillFill;
+        } else {
+            rec->groupSpillFill = g->maxSpillFillBuffer;
+        }
+        if (rec->groupSpillFill < rec->binarySpillFill) {
+            return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_CONFIG,
+                            "config %u: the group's spill-fill buffer of %llu bytes is smaller than the binary's "
+                            "spill-fill size %llu", k, (unsigned long long)rec->groupSpillFill,
+                            (unsigned long long)rec->binarySpillFill);
+        }
+    }
+    return QNN_SUCCESS;
+}
+
 /* contextCreateFromBinary(Qnn_BackendHandle_t backend,
  *     Qnn_DeviceHandle_t device, const QnnContext_Config_t** config,
  *     const void* binaryBuffer, Qnn_ContextBinarySize_t binaryBufferSize,
@@ -2284,7 +2468,6 @@ static Qnn_ErrorHandle_t fq_contextCreateFromBinary(Qnn_BackendHandle_t backend,
                                                     Qnn_ProfileHandle_t profile) {
     const fq_fn fn = FN_contextCreateFromBinary;
     FQ_ENTRY(fn);
-    (void)config;
     if (context == NULL) {
         return fq_error(fn, QNN_CONTEXT_ERROR_INVALID_ARGUMENT, "NULL context out-parameter");
     }
@@ -2324,6 +2507,16 @@ static Qnn_ErrorHandle_t fq_contextCreateFromBinary(Qnn_BackendHandle_t backend,
         return fq_error(fn, QNN_CONTEXT_ERROR_CREATE_FROM_BINARY, "failed to deserialize context blob: malformed binary: %s",
                         why);
     }
+    fq_context_record rec = {0};
+    Qnn_ErrorHandle_t cerr = fq_context_configs(config, &bin, &rec);
+    if (cerr != QNN_SUCCESS) {
+        fq_arena_free(&arena);
+        return cerr;
+    }
+    if (!fq_grow((void **)&S.ctxRecs, S.nCtxRecs, &S.capCtxRecs, sizeof *S.ctxRecs, FQ_MAX_CONTEXT_RECORDS)) {
+        fq_arena_free(&arena);
+        return fq_error(fn, QNN_COMMON_ERROR_MEM_ALLOC, "out of memory (context records)");
+    }
     uint64_t *graphHandle = fq_alloc(&arena, (size_t)bin.nGraphs * sizeof *graphHandle);
     uint32_t i = graphHandle == NULL ? UINT32_MAX : fq_new(K_CONTEXT);
     if (i == UINT32_MAX) {
@@ -2333,6 +2526,9 @@ static Qnn_ErrorHandle_t fq_contextCreateFromBinary(Qnn_BackendHandle_t backend,
     S.objs[i].context.arena = arena;
     S.objs[i].context.bin = bin;
     S.objs[i].context.graphHandle = graphHandle;
+    rec.seq = ++S.nCtxRecs;
+    S.ctxRecs[rec.seq - 1] = rec;
+    S.objs[i].context.seq = (uint32_t)rec.seq;
     if (prof != UINT32_MAX) {
         fq_profile_record(prof, QNN_PROFILE_EVENTTYPE_INIT, S.profileMicros);
     }
@@ -2359,6 +2555,9 @@ static Qnn_ErrorHandle_t fq_contextFree(Qnn_ContextHandle_t context, Qnn_Profile
         return err;
     }
     /* Its graph handles die with it (their objects check the context). */
+    if (o->context.seq > 0) {
+        S.ctxRecs[o->context.seq - 1].freed = ++S.nContextFrees;
+    }
     fq_arena_free(&o->context.arena);
     o->context.graphHandle = NULL;
     memset(&o->context.bin, 0, sizeof o->context.bin);
@@ -2614,6 +2813,17 @@ static Qnn_ErrorHandle_t fq_graphExecute(Qnn_GraphHandle_t graphHandle, const Qn
         if (!S.emptyExecute) {
             fq_compute(in, gr->nInputs, out, gr->nOutputs);
         }
+        if (fq_grow((void **)&S.execRecs, S.nExecRecs, &S.capExecRecs, sizeof *S.execRecs, FQ_MAX_EXEC_RECORDS)) {
+            fq_exec_record *er = &S.execRecs[S.nExecRecs++];
+            memset(er, 0, sizeof *er);
+            er->seq = S.objs[context].context.seq;
+            er->nIn = gr->nInputs;
+            er->nOut = gr->nOutputs;
+            snprintf(er->graph, sizeof er->graph, "%s", gr->name);
+            for (uint32_t k = 0; k < gr->nInputs + gr->nOutputs && k < FQ_EXEC_ADDRS; k++) {
+                er->addr[k] = (uint64_t)(uintptr_t)in[k].data;
+            }
+        }
         if (prof != UINT32_MAX) {
             fq_profile_record(prof, QNN_PROFILE_EVENTTYPE_EXECUTE, S.profileMicros);
         }
@@ -2723,6 +2933,7 @@ static const QnnSystemContext_BinaryInfo_t *fq_binary_info(fq_arena *a, const fq
                 return NULL;
             }
             blob->version = QNN_SYSTEM_CONTEXT_HTP_GRAPH_INFO_BLOB_VERSION_V1;
+            blob->contextBinaryGraphBlobInfoV1.spillFillBufferSize = gr->spillFill;
             blob->contextBinaryGraphBlobInfoV1.vtcmSize = 8;
             blob->contextBinaryGraphBlobInfoV1.optimizationLevel = 3;
             blob->contextBinaryGraphBlobInfoV1.numHvxThreads = 4;
@@ -2747,6 +2958,15 @@ static const QnnSystemContext_BinaryInfo_t *fq_binary_info(fq_arena *a, const fq
         v->contextBlobSize = bin->payloadSize;
         v->numGraphs = bin->nGraphs;
         v->graphs = graphs;
+        QnnHtpSystemContext_HwBlobInfo_t *hw = fq_alloc(a, sizeof *hw);
+        if (hw == NULL) {
+            return NULL;
+        }
+        hw->version = QNN_SYSTEM_CONTEXT_HTP_HW_INFO_BLOB_VERSION_V1;
+        hw->contextBinaryHwInfoBlobV1_t.spillFillBufferSize = fq_binary_spill_fill(bin);
+        v->hwInfoBlobVersion = (Qnn_Version_t){1, 0, 0};
+        v->hwInfoBlobSize = sizeof *hw;
+        v->hwInfoBlob = hw;
         if (info->version == QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2) {
             v->platformInfo = platform;
         }
@@ -3525,6 +3745,56 @@ FQ_EXPORT void fake_set_rpcmem_available(int32_t on) {
 FQ_EXPORT void fake_set_empty_execute(int32_t on) {
     FQ_LOCK();
     S.emptyExecute = on != 0;
+}
+
+/* fake_context_records returns how many contexts were created. */
+FQ_EXPORT int32_t fake_context_records(void) {
+    FQ_LOCK();
+    return (int32_t)S.nCtxRecs;
+}
+
+/* fake_context_record copies record i (0-based, creation order) into out:
+ * {seq, group, firstSeq, maxSpillFill, binarySpillFill, freed, groupSpillFill}; 0 when i is out of
+ * range, else 1. */
+FQ_EXPORT int32_t fake_context_record(int32_t i, uint64_t *out) {
+    FQ_LOCK();
+    if (i < 0 || (uint32_t)i >= S.nCtxRecs || out == NULL) {
+        return 0;
+    }
+    const fq_context_record *r = &S.ctxRecs[i];
+    out[0] = r->seq;
+    out[1] = r->group;
+    out[2] = r->firstSeq;
+    out[3] = r->maxSpillFill;
+    out[4] = r->binarySpillFill;
+    out[5] = r->freed;
+    out[6] = r->groupSpillFill;
+    return 1;
+}
+
+/* fake_execute_records returns how many successful executes were recorded
+ * (at most 65536). */
+FQ_EXPORT int32_t fake_execute_records(void) {
+    FQ_LOCK();
+    return (int32_t)S.nExecRecs;
+}
+
+/* fake_execute_record copies execute record i: the graph name into name
+ * (cap bytes, NUL-terminated), the data addresses into addrs (up to 16:
+ * inputs then outputs in declaration order) and the counts into counts
+ * {seq, nIn, nOut}. 0 when i is out of range, else 1. */
+FQ_EXPORT int32_t fake_execute_record(int32_t i, char *name, int32_t cap, uint64_t *addrs, uint32_t *counts) {
+    FQ_LOCK();
+    if (i < 0 || (uint32_t)i >= S.nExecRecs || name == NULL || cap <= 0 || addrs == NULL || counts == NULL) {
+        return 0;
+    }
+    const fq_exec_record *r = &S.execRecs[i];
+    snprintf(name, (size_t)cap, "%s", r->graph);
+    memcpy(addrs, r->addr, sizeof r->addr);
+    counts[0] = r->seq;
+    counts[1] = r->nIn;
+    counts[2] = r->nOut;
+    return 1;
 }
 
 FQ_EXPORT void fake_set_profile_micros(uint64_t us) {

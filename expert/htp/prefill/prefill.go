@@ -1,0 +1,342 @@
+// Package prefill runs the world model's graphs on the HTP: the VAE
+// encoder and the prefill chain over contiguous layer ranges, each its own
+// context binary, all in one qnnrt session (one spill-fill group), chained
+// in place, writing every layer's video keys and values into caller
+// buffers laid out [layers, 1, video tokens, width] (the hand-off slot's
+// layout).
+//
+// The contracts (names fixed, shapes read from the binaries):
+//
+//	vae_encoder: image [1,3,H,W] -> latent [1,C,h,w]
+//	prefill_0:   latent, context [1,L,T] -> ctx_v [1,L,A],
+//	             video_keys, video_values [n_0,1,Sv,A], hidden_out [1,Sv,A]
+//	prefill_i:   hidden [1,Sv,A], ctx_v [1,L,A] -> video_keys, video_values
+//	             [n_i,1,Sv,A], and hidden_out except for the last range
+//
+// vae_encoder's latent feeds prefill_0's, prefill_0's ctx_v feeds every
+// later range's, and each range's hidden_out the next one's hidden.
+//
+// This is the interface the world model's HTP backend needs (Runner); the
+// world model itself (worldmodel.Model) plugs it in once merged.
+package prefill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/fastwam/actionexpert/qnnrt"
+)
+
+// Graph and tensor names of the world model's contracts.
+const (
+	EncoderGraph = "vae_encoder"
+	// PrefillPrefix names the ranges: prefill_0, prefill_1, ...
+	PrefillPrefix = "prefill_"
+
+	NameImage       = "image"
+	NameLatent      = "latent"
+	NameContext     = "context"
+	NameCtxV        = "ctx_v"
+	NameVideoKeys   = "video_keys"
+	NameVideoValues = "video_values"
+	NameHidden      = "hidden"
+	NameHiddenOut   = "hidden_out"
+)
+
+// maxRanges bounds the prefill ranges of one chain.
+const maxRanges = 30
+
+// Runner runs the world model's prefill into K/V buffers: it encodes image
+// (the VAE graph's input, flattened), runs the prefill chain over the text
+// context and writes every layer's keys and values into keys and values
+// ([layers,1,Sv,A] each, float32).
+type Runner interface {
+	Run(ctx context.Context, image, text, keys, values []float32) error
+}
+
+// Options configure a Chain.
+type Options struct {
+	// ContextPaths are the binaries holding vae_encoder and prefill_0 ..
+	// prefill_{k-1}, in any order and grouping (required).
+	ContextPaths []string
+	// BackendLib, SystemLib and RPCMemLib are the QNN libraries (empty:
+	// qnnrt's defaults); ADSPLibraryPath is exported before loading.
+	BackendLib, SystemLib, RPCMemLib, ADSPLibraryPath string
+	// PerfMode is the HTP performance vote held while the chain is open.
+	PerfMode qnnrt.PerfMode
+	// SharedBuffers chains the graphs through rpcmem buffers registered
+	// with both contexts of each link (qnnrt.Session.LinkShared), falling
+	// back to RAW links with a warning.
+	SharedBuffers bool
+	// LogLevel, LogSink and Logf are passed to qnnrt.
+	LogLevel int
+	LogSink  func(qnnrt.LogLine)
+	Logf     func(format string, args ...any)
+}
+
+// Chain is the resident world-model graph chain. It implements Runner;
+// Run calls are serialised.
+type Chain struct {
+	mu      sync.Mutex // serialises Run and Close
+	lib     *qnnrt.Library
+	sess    *qnnrt.Session
+	enc     *qnnrt.Graph
+	ranges  []*qnnrt.Graph
+	layers  []int // per range
+	kvLen   int   // elements of one layer's keys: Sv*A
+	imgLen  int
+	ctxLen  int
+	keysIdx []int // per range: output positions of video_keys
+	valsIdx []int
+}
+
+var _ Runner = (*Chain)(nil)
+
+// New loads the binaries in one session, checks the contracts and links
+// the graphs.
+func New(ctx context.Context, o Options) (*Chain, error) {
+	if len(o.ContextPaths) == 0 {
+		return nil, errors.New("prefill: Options.ContextPaths names no binary")
+	}
+	lib, err := qnnrt.Open(qnnrt.Options{
+		BackendPath: o.BackendLib, SystemPath: o.SystemLib, RPCMemPath: o.RPCMemLib,
+		ADSPLibraryPath: o.ADSPLibraryPath, Logf: o.Logf, LogSink: o.LogSink,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prefill: %w", err)
+	}
+	c := &Chain{lib: lib}
+	if err := c.open(ctx, o); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return c, nil
+}
+
+func (c *Chain) open(ctx context.Context, o Options) error {
+	c.sess = nil
+	names := []string{EncoderGraph}
+	found := map[string]bool{}
+	for _, p := range o.ContextPaths {
+		info, err := c.lib.ReadContextInfo(p)
+		if err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		for _, g := range info.GraphNames() {
+			found[g] = true
+		}
+	}
+	if !found[EncoderGraph] {
+		return fmt.Errorf("prefill: no binary of %q holds %q", o.ContextPaths, EncoderGraph)
+	}
+	for i := 0; found[fmt.Sprintf("%s%d", PrefillPrefix, i)]; i++ {
+		if i == maxRanges {
+			return fmt.Errorf("prefill: more than %d prefill ranges", maxRanges)
+		}
+		names = append(names, fmt.Sprintf("%s%d", PrefillPrefix, i))
+	}
+	if len(names) == 1 {
+		return fmt.Errorf("prefill: no binary of %q holds %s0", o.ContextPaths, PrefillPrefix)
+	}
+	sess, err := c.lib.NewSession(ctx, qnnrt.SessionOptions{
+		ContextPaths: o.ContextPaths, Graphs: names, PerfMode: o.PerfMode, LogLevel: o.LogLevel,
+	})
+	if err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	c.sess = sess
+	if c.enc, err = sess.Graph(EncoderGraph); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	for _, n := range names[1:] {
+		g, err := sess.Graph(n)
+		if err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		c.ranges = append(c.ranges, g)
+	}
+	if err := c.check(); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	link := func(src *qnnrt.Graph, out string, dst *qnnrt.Graph, in string) error {
+		if o.SharedBuffers {
+			_, err := sess.LinkShared(src, out, dst, in) // false: a RAW link, reported once
+			return err
+		}
+		return sess.Link(src, out, dst, in)
+	}
+	if err := link(c.enc, NameLatent, c.ranges[0], NameLatent); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	for i := 1; i < len(c.ranges); i++ {
+		if err := link(c.ranges[i-1], NameHiddenOut, c.ranges[i], NameHidden); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		if err := link(c.ranges[0], NameCtxV, c.ranges[i], NameCtxV); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	return nil
+}
+
+// shape returns the dims of the tensor named name among ts, or nil.
+func shape(ts []qnnrt.TensorInfo, name string) []uint32 {
+	i := slices.IndexFunc(ts, func(t qnnrt.TensorInfo) bool { return t.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return ts[i].Dims
+}
+
+// check verifies the contracts and records the layer counts.
+func (c *Chain) check() error {
+	ein, eout := c.enc.Inputs(), c.enc.Outputs()
+	img, lat := shape(ein, NameImage), shape(eout, NameLatent)
+	if len(ein) != 1 || len(eout) != 1 || len(img) != 4 || len(lat) != 4 {
+		return fmt.Errorf("graph %q must take %q [1,3,H,W] and give %q [1,C,h,w]", EncoderGraph, NameImage, NameLatent)
+	}
+	p0 := c.ranges[0]
+	cx, ctxV := shape(p0.Inputs(), NameContext), shape(p0.Outputs(), NameCtxV)
+	if len(cx) != 3 || len(ctxV) != 3 || cx[0] != 1 || ctxV[0] != 1 || ctxV[1] != cx[1] {
+		return fmt.Errorf("graph %q must take %q [1,L,T] and give %q [1,L,A]", p0.Name(), NameContext, NameCtxV)
+	}
+	var sv, width uint32
+	for i, g := range c.ranges {
+		last := i == len(c.ranges)-1
+		k, v := shape(g.Outputs(), NameVideoKeys), shape(g.Outputs(), NameVideoValues)
+		if len(k) != 4 || !slices.Equal(k, v) || k[0] == 0 || k[1] != 1 {
+			return fmt.Errorf("graph %q must give %q and %q of one shape [n,1,Sv,A]", g.Name(), NameVideoKeys, NameVideoValues)
+		}
+		if i == 0 {
+			sv, width = k[2], k[3]
+			if ctxV[2] != width {
+				return fmt.Errorf("graph %q: %q width %d differs from the keys' %d", g.Name(), NameCtxV, ctxV[2], width)
+			}
+		} else if k[2] != sv || k[3] != width {
+			return fmt.Errorf("graph %q keys are %v; the chain's are [n,1,%d,%d]", g.Name(), k, sv, width)
+		}
+		hid := []uint32{1, sv, width}
+		wantIn, wantOut := 2, 4
+		if last {
+			wantOut = 3
+		}
+		if !last && !slices.Equal(shape(g.Outputs(), NameHiddenOut), hid) {
+			return fmt.Errorf("graph %q must give %q %v", g.Name(), NameHiddenOut, hid)
+		}
+		if last && shape(g.Outputs(), NameHiddenOut) != nil {
+			return fmt.Errorf("graph %q is the last range and must not give %q", g.Name(), NameHiddenOut)
+		}
+		if i > 0 && (!slices.Equal(shape(g.Inputs(), NameHidden), hid) || !slices.Equal(shape(g.Inputs(), NameCtxV), ctxV)) {
+			return fmt.Errorf("graph %q must take %q %v and %q %v", g.Name(), NameHidden, hid, NameCtxV, ctxV)
+		}
+		if i == 0 && !slices.Equal(shape(g.Inputs(), NameLatent), lat) {
+			return fmt.Errorf("graph %q must take %q %v", g.Name(), NameLatent, lat)
+		}
+		if i > 0 {
+			wantOut--
+		}
+		if len(g.Inputs()) != wantIn || len(g.Outputs()) != wantOut {
+			return fmt.Errorf("graph %q has %d inputs and %d outputs, want %d and %d", g.Name(), len(g.Inputs()), len(g.Outputs()), wantIn, wantOut)
+		}
+		c.layers = append(c.layers, int(k[0]))
+		c.keysIdx = append(c.keysIdx, g.OutputIndex(NameVideoKeys))
+		c.valsIdx = append(c.valsIdx, g.OutputIndex(NameVideoValues))
+	}
+	c.kvLen = int(sv) * int(width)
+	c.imgLen = ein[0].Elements()
+	c.ctxLen = int(cx[1]) * int(cx[2])
+	return nil
+}
+
+// Layers returns the layer count of every prefill range, in chain order.
+func (c *Chain) Layers() []int { return slices.Clone(c.layers) }
+
+// KVLen is the number of float32 values keys (and values) must hold.
+func (c *Chain) KVLen() int {
+	n := 0
+	for _, l := range c.layers {
+		n += l
+	}
+	return n * c.kvLen
+}
+
+// Session returns the chain's qnnrt session (its spill-fill group and
+// graphs), for diagnostics.
+func (c *Chain) Session() *qnnrt.Session { return c.sess }
+
+// Run implements Runner. A cancelled ctx stops the chain between graphs;
+// keys and values are then left partly written.
+func (c *Chain) Run(ctx context.Context, image, text, keys, values []float32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.sess == nil:
+		return errors.New("prefill: chain is closed")
+	case len(image) != c.imgLen:
+		return fmt.Errorf("prefill: image has %d values, want %d", len(image), c.imgLen)
+	case len(text) != c.ctxLen:
+		return fmt.Errorf("prefill: context has %d values, want %d", len(text), c.ctxLen)
+	case len(keys) != c.KVLen() || len(values) != c.KVLen():
+		return fmt.Errorf("prefill: keys and values have %d and %d values, want %d each (%d layers x %d)",
+			len(keys), len(values), c.KVLen(), c.KVLen()/max(c.kvLen, 1), c.kvLen)
+	}
+	if err := c.enc.SetInput(c.enc.InputIndex(NameImage), image); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	p0 := c.ranges[0]
+	if err := p0.SetInput(p0.InputIndex(NameContext), text); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	if _, err := c.sess.RunChain(ctx, append([]*qnnrt.Graph{c.enc}, c.ranges...)...); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	off := 0
+	for i, g := range c.ranges {
+		n := c.layers[i] * c.kvLen
+		if err := g.ReadOutput(c.keysIdx[i], keys[off:off+n]); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		if err := g.ReadOutput(c.valsIdx[i], values[off:off+n]); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// Close releases the session and the libraries; safe to call more than
+// once.
+func (c *Chain) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	if c.sess != nil {
+		errs = append(errs, c.sess.Close())
+		c.sess = nil
+	}
+	if c.lib != nil {
+		errs = append(errs, c.lib.Close())
+		c.lib = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prefill: close: %w", err)
+	}
+	return nil
+}
+
+// describe names the ranges and their layer counts, for errors and logs.
+func (c *Chain) describe() string {
+	parts := make([]string, len(c.ranges))
+	for i, g := range c.ranges {
+		parts[i] = fmt.Sprintf("%s (%d layers)", g.Name(), c.layers[i])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// String describes the chain.
+func (c *Chain) String() string {
+	return fmt.Sprintf("%s -> %s", EncoderGraph, c.describe())
+}
