@@ -180,7 +180,9 @@ func LoadDiTWeights(path string) (*DiTWeights, error) {
 
 func readDiTWeights(f *safetensors.File) (*DiTWeights, error) {
 	cfg := FullDiTConfig()
+	from := "the full-size default (no " + DiTConfigMetadataKey + " metadata)"
 	if raw, ok := f.Metadata()[DiTConfigMetadataKey]; ok {
+		from = "the file's " + DiTConfigMetadataKey + " metadata"
 		c, err := ParseDiTConfig([]byte(raw))
 		if err != nil {
 			return nil, fmt.Errorf("metadata %q: %w", DiTConfigMetadataKey, err)
@@ -218,12 +220,12 @@ func readDiTWeights(f *safetensors.File) (*DiTWeights, error) {
 	}
 	if len(problems) > 0 {
 		const show = 8
-		more := ""
+		n, more := len(problems), ""
 		if len(problems) > show {
 			more = fmt.Sprintf("\n  ... and %d more", len(problems)-show)
 			problems = problems[:show]
 		}
-		return nil, fmt.Errorf("does not match the configuration %+v:\n  %s%s", cfg, strings.Join(problems, "\n  "), more)
+		return nil, fmt.Errorf("%d tensors do not match the configuration of %s, %+v:\n  %s%s", n, from, cfg, strings.Join(problems, "\n  "), more)
 	}
 	w := &DiTWeights{Config: cfg}
 	read := func(name string, dst []float32) ([]float32, error) {
