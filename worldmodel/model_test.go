@@ -78,6 +78,14 @@ func TestModelRun(t *testing.T) {
 		t.Fatal("Run returned nil but the output is not valid")
 	}
 	t.Logf("stage times: %+v", out.Times)
+	// Allocations of a steady-state run, logged: the VAE's worker
+	// goroutines allocate (and the OpenBLAS binding, with that sgemm).
+	allocs := testing.AllocsPerRun(3, func() {
+		if err := m.Run(t.Context(), obs, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%v allocations a steady-state Run (gonum's sgemm)", allocs)
 
 	// The same cycle through the parts.
 	pre, _ := NewPreprocessor(opts.Frame)
