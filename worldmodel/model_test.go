@@ -198,6 +198,10 @@ func TestModelRefuses(t *testing.T) {
 	if err := m.Run(t.Context(), good, small); err == nil {
 		t.Error("short K buffer accepted")
 	}
+	both := &Output{Keys: expert.TensorView{F32: out.Keys.F32[:len(out.Keys.F32)-1], F16: make([]uint16, 1)}, Values: out.Values, Context: out.Context, Mask: out.Mask}
+	if err := m.Run(t.Context(), good, both); err == nil {
+		t.Error("K view with both F32 and F16 set accepted")
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := m.Run(ctx, good, out); !errors.Is(err, context.Canceled) || out.Valid {
