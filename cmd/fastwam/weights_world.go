@@ -19,67 +19,20 @@ import (
 )
 
 // worldConfigMetadataKey is the metadata entry of a world-model (video DiT
-// and proprio encoder) weight file that holds its worldConfig as JSON.
-const worldConfigMetadataKey = "fastwam_world_config"
+// and proprio encoder) weight file that holds its configuration as JSON.
+const worldConfigMetadataKey = worldmodel.DiTConfigMetadataKey
 
 // worldConfig is the configuration of the video DiT and proprio encoder
 // weight file (the DiT weight file contract, docs/world-model.md "The
-// weight files").
-type worldConfig struct {
-	HiddenDim      int `json:"hidden_dim"`
-	FFNDim         int `json:"ffn_dim"`
-	NumHeads       int `json:"num_heads"`
-	HeadDim        int `json:"head_dim"`
-	NumLayers      int `json:"num_layers"`
-	TextDim        int `json:"text_dim"`
-	FreqDim        int `json:"freq_dim"`
-	ProprioDim     int `json:"proprio_dim"`
-	LatentChannels int `json:"latent_channels"`
-}
+// weight files"): the loader's own type, so the writer and the reader
+// cannot disagree on a field.
+type worldConfig = worldmodel.DiTConfig
 
 // tinyWorldConfig is weights make's default world model: small, valid, and
 // the one of golden/tiny/world (its video K/V width 4 × 8 = 32 is the tiny
 // action expert's, and so are its layers and text width).
 var tinyWorldConfig = worldConfig{HiddenDim: 32, FFNDim: 64, NumHeads: 4, HeadDim: 8, NumLayers: 2, TextDim: 32,
 	FreqDim: 256, ProprioDim: worldmodel.ProprioDim, LatentChannels: worldmodel.LatentChannels}
-
-// Limits of weights make's world-model dimensions.
-const (
-	maxWorldWidth  = 1 << 16
-	maxWorldLayers = 1024
-)
-
-// validate checks c as weights make writes it: every value positive and
-// bounded, the model width split into heads (hidden = heads × head dim),
-// a head dim the 3-D RoPE can split (⌊Dh/3⌋ and Dh − 2⌊Dh/3⌋ both even,
-// spec §9) and an even freq_dim (the sinusoid's cos and sin halves).
-func (c worldConfig) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-		max  int
-	}{
-		{"hidden_dim", c.HiddenDim, maxWorldWidth}, {"ffn_dim", c.FFNDim, maxWorldWidth}, {"num_heads", c.NumHeads, maxWorldWidth},
-		{"head_dim", c.HeadDim, maxWorldWidth}, {"num_layers", c.NumLayers, maxWorldLayers}, {"text_dim", c.TextDim, maxWorldWidth},
-		{"freq_dim", c.FreqDim, maxWorldWidth}, {"proprio_dim", c.ProprioDim, maxWorldWidth}, {"latent_channels", c.LatentChannels, maxWorldWidth},
-	} {
-		if f.v < 1 || f.v > f.max {
-			return fmt.Errorf("world config %s is %d: want 1..%d", f.name, f.v, f.max)
-		}
-	}
-	if c.NumHeads*c.HeadDim != c.HiddenDim {
-		return fmt.Errorf("world config num_heads*head_dim is %d*%d = %d: want hidden_dim %d (the video DiT's heads span its width)",
-			c.NumHeads, c.HeadDim, c.NumHeads*c.HeadDim, c.HiddenDim)
-	}
-	if third := c.HeadDim / 3; third%2 != 0 || (c.HeadDim-2*third)%2 != 0 {
-		return fmt.Errorf("world config head_dim %d: the 3-D RoPE splits it into %d + %d + %d dims, want all even (⌊Dh/3⌋ and Dh − 2⌊Dh/3⌋; 8, 24, 128 work, 16 does not)",
-			c.HeadDim, c.HeadDim-2*third, third, third)
-	}
-	if c.FreqDim%2 != 0 {
-		return fmt.Errorf("world config freq_dim is %d: want an even number (cos and sin halves)", c.FreqDim)
-	}
-	return nil
-}
 
 // Spec §7's random values: gains 1 + 0.2·N, biases 0.1·N, modulation
 // 0.3·N, every other weight N/sqrt(fan-in).
@@ -350,7 +303,7 @@ func makeWorldSide(ctx context.Context, model, out string, force bool, st storag
 		w.HiddenDim = pick("hidden", c.HiddenDim, w.NumHeads*w.HeadDim)
 		w.FFNDim = pick("ffn", c.FFNDim, w.FFNDim)
 		w.FreqDim = pick("freq-dim", c.FreqDim, w.FreqDim)
-		if err := w.validate(); err != nil {
+		if err := w.Validate(); err != nil {
 			return usageError("%v (set by the flag of the same name)", err)
 		}
 	}

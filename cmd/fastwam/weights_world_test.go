@@ -64,12 +64,16 @@ func contractKeys(c worldConfig, full bool) map[string][]int {
 // keys (full: with head.* and the whole last layer), their shapes, one
 // storage type of F32/F16/BF16, finite values, and the
 // fastwam_world_config metadata holding exactly the nine integers of want.
-//
-// DiT loader: when h-dit's loader of this contract is merged, load path
-// with it here too (and compare its configuration with want), so that
-// every world-model file these tests write is also read by the product.
+// The file is also read with the product's loader (worldmodel.LoadDiTWeights),
+// whose configuration must be want, so that every world-model file these
+// tests write is one the world model accepts.
 func checkWorldWeightsFile(t *testing.T, path string, want worldConfig, full bool, dtype string) {
 	t.Helper()
+	if w, err := worldmodel.LoadDiTWeights(path); err != nil {
+		t.Errorf("%s: the world model refuses it: %v", path, err)
+	} else if w.Config != want {
+		t.Errorf("%s: the world model reads the configuration %+v, want %+v", path, w.Config, want)
+	}
 	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -351,14 +355,14 @@ func TestWeightsMakeWorldErrors(t *testing.T) {
 		{[]string{"-model", "world", "-o", path}, "already exists; want a new file (replace it with -force)"},
 		{[]string{"-model", "vae", "-o", path}, "already exists; want a new file (replace it with -force)"},
 		{[]string{"-model", "dit", "-o", x}, `-model must be expert, world, vae or text, got "dit"`},
-		{[]string{"-model", "world", "-o", x, "-head-dim", "16", "-hidden", "64"}, "head_dim 16: the 3-D RoPE splits it into 6 + 5 + 5 dims"},
-		{[]string{"-model", "world", "-o", x, "-head-dim", "7", "-hidden", "28"}, "head_dim 7: the 3-D RoPE splits it into 3 + 2 + 2 dims"},
-		{[]string{"-model", "world", "-o", x, "-hidden", "48"}, "num_heads*head_dim is 4*8 = 32: want hidden_dim 48"},
-		{[]string{"-model", "world", "-o", x, "-layers", "0"}, "world config num_layers is 0: want 1..1024"},
-		{[]string{"-model", "world", "-o", x, "-heads", "-1"}, "world config hidden_dim is -8: want 1..65536"},
-		{[]string{"-model", "world", "-o", x, "-proprio-dim", "0"}, "world config proprio_dim is 0"},
-		{[]string{"-model", "world", "-o", x, "-latent-channels", "70000"}, "world config latent_channels is 70000"},
-		{[]string{"-model", "world", "-o", x, "-freq-dim", "255"}, "world config freq_dim is 255: want an even number"},
+		{[]string{"-model", "world", "-o", x, "-head-dim", "16", "-hidden", "64"}, "head_dim 16 splits into 6 temporal + 5 + 5 spatial RoPE dims"},
+		{[]string{"-model", "world", "-o", x, "-head-dim", "7", "-hidden", "28"}, "head_dim 7 splits into 3 temporal + 2 + 2 spatial RoPE dims"},
+		{[]string{"-model", "world", "-o", x, "-hidden", "48"}, "4 heads × head_dim 8 = 32, want hidden_dim 48"},
+		{[]string{"-model", "world", "-o", x, "-layers", "0"}, "num_layers = 0, want 1..1024"},
+		{[]string{"-model", "world", "-o", x, "-heads", "-1"}, "hidden_dim = -8, want 1..65536"},
+		{[]string{"-model", "world", "-o", x, "-proprio-dim", "0"}, "proprio_dim = 0, want 1.."},
+		{[]string{"-model", "world", "-o", x, "-latent-channels", "70000"}, "latent_channels = 70000, want 1.."},
+		{[]string{"-model", "world", "-o", x, "-freq-dim", "255"}, "freq_dim 255 is odd, want an even width"},
 		{[]string{"-model", "world", "-o", x, "-action-dim", "7"}, "-action-dim 7 does not apply to -model world"},
 		{[]string{"-model", "world", "-o", x, "-vae-dim", "7"}, "-vae-dim 7 does not apply to -model world"},
 		{[]string{"-model", "vae", "-o", x, "-vae-dim", "0"}, "-vae-dim is 0: want 1..1024"},
