@@ -151,18 +151,27 @@ func (l Limits) DecodeImage(dst *worldmodel.Image, m *msgs.Image) error {
 	for y := range h {
 		src := m.Data[y*step : y*step+row]
 		o := out[y*w*3 : (y+1)*w*3]
-		switch {
-		case lay == layout{3, 0, 1, 2}:
+		switch m.Encoding {
+		case "rgb8":
 			copy(o, src)
-		case lay.channels == 1:
+		case "bgr8":
+			for len(src) >= 3 && len(o) >= 3 {
+				o[0], o[1], o[2] = src[2], src[1], src[0]
+				src, o = src[3:], o[3:]
+			}
+		case "rgba8":
+			for len(src) >= 4 && len(o) >= 3 {
+				o[0], o[1], o[2] = src[0], src[1], src[2]
+				src, o = src[4:], o[3:]
+			}
+		case "bgra8":
+			for len(src) >= 4 && len(o) >= 3 {
+				o[0], o[1], o[2] = src[2], src[1], src[0]
+				src, o = src[4:], o[3:]
+			}
+		case "mono8":
 			for x, v := range src {
 				o[3*x], o[3*x+1], o[3*x+2] = v, v, v
-			}
-		default:
-			c := lay.channels
-			for x := range w {
-				p := src[x*c : x*c+c]
-				o[3*x], o[3*x+1], o[3*x+2] = p[lay.r], p[lay.g], p[lay.b]
 			}
 		}
 	}
@@ -297,6 +306,22 @@ func toRGB(dst *worldmodel.Image, img image.Image) error {
 	out := tmp.Pix
 	switch src := img.(type) {
 	case *image.YCbCr:
+		if hs, vs, ok := chromaShifts(src.SubsampleRatio); ok && b.Min == (image.Point{}) {
+			// Row by row: the chroma sample of pixel x is x >> hs of
+			// its chroma row, row y >> vs.
+			for y := range h {
+				yrow := src.Y[y*src.YStride : y*src.YStride+w]
+				c0 := (y >> vs) * src.CStride
+				cw := (w + 1<<hs - 1) >> hs
+				cb, cr := src.Cb[c0:c0+cw], src.Cr[c0:c0+cw]
+				o := out[y*w*3 : (y+1)*w*3]
+				for x, yy := range yrow {
+					c := x >> hs
+					o[3*x], o[3*x+1], o[3*x+2] = color.YCbCrToRGB(yy, cb[c], cr[c])
+				}
+			}
+			break
+		}
 		for y := range h {
 			o := out[y*w*3:]
 			for x := range w {
@@ -383,4 +408,24 @@ func rgba64Rows(out, pix []byte, stride, w, h int) {
 			o[3*x], o[3*x+1], o[3*x+2] = row[8*x], row[8*x+2], row[8*x+4]
 		}
 	}
+}
+
+// chromaShifts returns how far a YCbCr image's chroma is subsampled, as
+// shifts of x and y.
+func chromaShifts(r image.YCbCrSubsampleRatio) (hs, vs uint, ok bool) {
+	switch r {
+	case image.YCbCrSubsampleRatio444:
+		return 0, 0, true
+	case image.YCbCrSubsampleRatio422:
+		return 1, 0, true
+	case image.YCbCrSubsampleRatio420:
+		return 1, 1, true
+	case image.YCbCrSubsampleRatio440:
+		return 0, 1, true
+	case image.YCbCrSubsampleRatio411:
+		return 2, 0, true
+	case image.YCbCrSubsampleRatio410:
+		return 2, 1, true
+	}
+	return 0, 0, false
 }
