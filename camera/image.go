@@ -279,6 +279,10 @@ func (l Limits) DecodeCompressed(dst *worldmodel.Image, m *msgs.CompressedImage)
 	if err := l.checkSize("CompressedImage "+codec.String(), cfg.Width, cfg.Height); err != nil {
 		return err
 	}
+	if min := minCompressedBytes(codec, m.Data, cfg.Width, cfg.Height); int64(len(m.Data)) < min {
+		return fmt.Errorf("camera: CompressedImage %s of %d × %d in %d bytes: %w: that many pixels need at least %d bytes of %s (a header that lies about the size)",
+			codec, cfg.Width, cfg.Height, len(m.Data), ErrCorrupt, min, codec)
+	}
 	var img image.Image
 	switch codec {
 	case JPEG:
@@ -428,4 +432,33 @@ func chromaShifts(r image.YCbCrSubsampleRatio) (hs, vs uint, ok bool) {
 		return 2, 1, true
 	}
 	return 0, 0, false
+}
+
+// maxDeflateRatio is the most deflate can expand: 258 bytes from a 2-bit
+// code at best, about 1032:1.
+const maxDeflateRatio = 1032
+
+// minCompressedBytes is a lower bound on the size of a well-formed file of
+// a w × h image, so that a header declaring far more pixels than its data
+// can hold is refused before the decoder allocates them (up to the pixel
+// budget). PNG: the filtered rows (one filter byte and ceil(w × bits per
+// pixel / 8) bytes each, from IHDR's bit depth and colour type) over
+// deflate's best ratio. JPEG: one bit per 8 × 8 luma block, the least a
+// Huffman-coded DC coefficient takes in a baseline or a first progressive
+// scan.
+func minCompressedBytes(codec Codec, data []byte, w, h int) int64 {
+	switch codec {
+	case PNG:
+		if len(data) < 29 { // DecodeConfig succeeded: IHDR is there
+			return 0
+		}
+		depth, colorType := int64(data[24]), data[25]
+		channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colorType]
+		row := 1 + (int64(w)*depth*channels+7)/8
+		return row * int64(h) / maxDeflateRatio
+	case JPEG:
+		blocks := int64((w+7)/8) * int64((h+7)/8)
+		return blocks / 8
+	}
+	return 0
 }
