@@ -310,6 +310,9 @@ func toRGB(dst *worldmodel.Image, img image.Image) error {
 	out := tmp.Pix
 	switch src := img.(type) {
 	case *image.YCbCr:
+		if fancyUpsample(out, src) {
+			break
+		}
 		if hs, vs, ok := chromaShifts(src.SubsampleRatio); ok && b.Min == (image.Point{}) {
 			// Row by row: the chroma sample of pixel x is x >> hs of
 			// its chroma row, row y >> vs.
@@ -461,4 +464,87 @@ func minCompressedBytes(codec Codec, data []byte, w, h int) int64 {
 		return blocks / 8
 	}
 	return 0
+}
+
+// fancyUpsample converts a 4:2:0 or 4:2:2 YCbCr image (at the origin, its
+// chroma more than 2 samples wide) to RGB with libjpeg's "fancy"
+// upsampling of the chroma (jdsample.c of libjpeg 6b and libjpeg-turbo,
+// which Pillow and OpenCV use: each output chroma sample a 3:1 blend of the
+// nearer and the farther input sample, horizontally and, for 4:2:0,
+// vertically, the image edges replicated), where Go's image/jpeg leaves the
+// chroma to be replicated. It reports false, writing nothing, for other
+// images. Colours then go through image/color's YCbCrToRGB.
+func fancyUpsample(out []byte, src *image.YCbCr) bool {
+	b := src.Bounds()
+	w, h := b.Dx(), b.Dy()
+	cw := (w + 1) / 2
+	var vertical bool
+	switch src.SubsampleRatio {
+	case image.YCbCrSubsampleRatio420:
+		vertical = true
+	case image.YCbCrSubsampleRatio422:
+	default:
+		return false
+	}
+	if b.Min != (image.Point{}) || cw <= 2 {
+		return false
+	}
+	ch := h
+	if vertical {
+		ch = (h + 1) / 2
+	}
+	// sums holds, for one output row, each chroma column's vertical sum
+	// (4:2:0: 3 × the nearer row + the farther row; 4:2:2: 4 × the row);
+	// up holds the upsampled Cb and Cr rows.
+	sums := make([]int32, 2*cw)
+	up := make([]byte, 2*2*cw)
+	row := func(plane []byte, i int) []byte { return plane[i*src.CStride : i*src.CStride+cw] }
+	for y := range h {
+		for k, plane := range [2][]byte{src.Cb, src.Cr} {
+			s := sums[k*cw : (k+1)*cw]
+			if vertical {
+				i := y >> 1
+				j := i - 1 // the row above for even output rows, below for odd
+				if y&1 == 1 {
+					j = i + 1
+				}
+				j = max(0, min(j, ch-1))
+				near, far := row(plane, i), row(plane, j)
+				for c := range s {
+					s[c] = 3*int32(near[c]) + int32(far[c])
+				}
+			} else {
+				for c, v := range row(plane, y) {
+					s[c] = 4 * int32(v)
+				}
+			}
+			u := up[k*2*cw : (k+1)*2*cw]
+			// jdsample.c's h2v2_fancy_upsample: even outputs
+			// (3 s[c] + s[c-1] + 8) >> 4, odd ones (3 s[c] + s[c+1] + 7) >> 4,
+			// the edges (4 s + 8) >> 4 and (4 s + 7) >> 4. For 4:2:2
+			// (h2v1_fancy_upsample: (3a + b + 1) >> 2 and (3a + b + 2) >> 2
+			// on the samples, the edges the samples themselves) the sums
+			// are 4 × the samples, so biases 4 and 8 give the same values.
+			bias0, bias1 := int32(8), int32(7)
+			if !vertical {
+				bias0, bias1 = 4, 8
+			}
+			u[0] = byte((s[0]*4 + bias0) >> 4)
+			u[1] = byte((s[0]*3 + s[1] + bias1) >> 4)
+			for c := 1; c < cw-1; c++ {
+				u[2*c] = byte((s[c]*3 + s[c-1] + bias0) >> 4)
+				u[2*c+1] = byte((s[c]*3 + s[c+1] + bias1) >> 4)
+			}
+			l := cw - 1
+			u[2*l] = byte((s[l]*3 + s[l-1] + bias0) >> 4)
+			u[2*l+1] = byte((s[l]*4 + bias1) >> 4)
+		}
+		cb, cr := up[:2*cw], up[2*cw:]
+		yrow := src.Y[y*src.YStride : y*src.YStride+w]
+		o := out[y*w*3 : (y+1)*w*3]
+		for x, yy := range yrow {
+			o[3*x], o[3*x+1], o[3*x+2] = color.YCbCrToRGB(yy, cb[x], cr[x])
+		}
+	}
+	return true
 }

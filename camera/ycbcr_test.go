@@ -12,7 +12,8 @@ import (
 
 // TestYCbCrRows: the row-by-row conversion of every subsample ratio, at odd
 // sizes and from a sub-image (the generic path), equals image/color's
-// conversion of each pixel (At).
+// conversion of each pixel (At), except where libjpeg's fancy upsampling
+// applies (4:2:0 and 4:2:2 more than 2 chroma samples wide at the origin).
 func TestYCbCrRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, ratio := range []image.YCbCrSubsampleRatio{
@@ -30,6 +31,11 @@ func TestYCbCrRows(t *testing.T) {
 				full.SubImage(image.Rect(0, 0, size[0], size[1])).(*image.YCbCr),
 				full.SubImage(image.Rect(3, 1, size[0]+3, size[1]+1)).(*image.YCbCr), // Min ≠ 0: the generic path
 			} {
+				fancy := (ratio == image.YCbCrSubsampleRatio420 || ratio == image.YCbCrSubsampleRatio422) &&
+					img.Rect.Min == (image.Point{}) && (size[0]+1)/2 > 2
+				if fancy {
+					continue // libjpeg's upsampling: checked against Pillow (TestPillowKinds)
+				}
 				var got worldmodel.Image
 				if err := camera.ToRGB(&got, img); err != nil {
 					t.Fatal(err)
