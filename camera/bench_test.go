@@ -37,16 +37,12 @@ func benchRaw(b *testing.B) []byte {
 
 func BenchmarkDecodeImage(b *testing.B) {
 	cdr := benchRaw(b)
-	var m msgs.Image
+	var fd camera.FrameDecoder
 	var img worldmodel.Image
-	var lim camera.Limits
 	b.SetBytes(int64(benchW * benchH * 3))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := m.UnmarshalCDRReuse(cdr); err != nil {
-			b.Fatal(err)
-		}
-		if err := lim.DecodeImage(&img, &m); err != nil {
+		if _, err := fd.Decode(&img, msgs.TypeImage, cdr); err != nil {
 			b.Fatal(err)
 		}
 	}

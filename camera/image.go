@@ -548,3 +548,33 @@ func fancyUpsample(out []byte, src *image.YCbCr) bool {
 	}
 	return true
 }
+
+// FrameDecoder decodes camera messages from their CDR bytes, keeping the
+// decoded message between calls so that a stream of raw frames of one
+// layout allocates nothing. It is what a camera subscription needs: the
+// CDR bytes of a sensor_msgs/Image or sensor_msgs/CompressedImage in, an
+// RGB8 image and the message's header out. Not safe for concurrent use.
+type FrameDecoder struct {
+	Limits Limits
+	raw    msgs.Image
+	comp   msgs.CompressedImage
+}
+
+// Decode decodes cdr, a message of rosType (msgs.TypeImage or
+// msgs.TypeCompressedImage), into dst (see DecodeImage and
+// DecodeCompressed) and returns its header. On error dst is unchanged.
+func (f *FrameDecoder) Decode(dst *worldmodel.Image, rosType string, cdr []byte) (msgs.Header, error) {
+	switch rosType {
+	case msgs.TypeImage:
+		if err := f.raw.UnmarshalCDRReuse(cdr); err != nil {
+			return msgs.Header{}, err
+		}
+		return f.raw.Header, f.Limits.DecodeImage(dst, &f.raw)
+	case msgs.TypeCompressedImage:
+		if err := f.comp.UnmarshalCDRReuse(cdr); err != nil {
+			return msgs.Header{}, err
+		}
+		return f.comp.Header, f.Limits.DecodeCompressed(dst, &f.comp)
+	}
+	return msgs.Header{}, fmt.Errorf("camera: message type %s: %w: want %s or %s", rosType, ErrUnsupported, msgs.TypeImage, msgs.TypeCompressedImage)
+}

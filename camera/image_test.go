@@ -154,6 +154,18 @@ func TestDecodeImageNoAllocation(t *testing.T) {
 		if n := testing.AllocsPerRun(50, run); n != 0 {
 			t.Fatalf("%s: %v allocations per frame, want 0", enc, n)
 		}
+		var fd camera.FrameDecoder
+		var img2 worldmodel.Image
+		h, err := fd.Decode(&img2, msgs.TypeImage, b)
+		if err != nil || h.FrameID != "agentview" || !bytes.Equal(img2.Pix, img.Pix) {
+			t.Fatalf("FrameDecoder: %v, header %+v", err, h)
+		}
+		if n := testing.AllocsPerRun(50, func() { _, _ = fd.Decode(&img2, msgs.TypeImage, b) }); n != 0 {
+			t.Fatalf("%s: FrameDecoder: %v allocations per frame, want 0", enc, n)
+		}
+		if _, err := fd.Decode(&img2, msgs.TypeString, b); !errors.Is(err, camera.ErrUnsupported) {
+			t.Fatalf("FrameDecoder of a String: %v", err)
+		}
 	}
 }
 
