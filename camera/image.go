@@ -456,7 +456,17 @@ func minCompressedBytes(codec Codec, data []byte, w, h int) int64 {
 			return 0
 		}
 		depth, colorType := int64(data[24]), data[25]
-		channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colorType]
+		var channels int64
+		switch colorType {
+		case 0, 3: // gray, paletted
+			channels = 1
+		case 4: // gray and alpha
+			channels = 2
+		case 2: // RGB
+			channels = 3
+		case 6: // RGBA
+			channels = 4
+		}
 		row := 1 + (int64(w)*depth*channels+7)/8
 		return row * int64(h) / maxDeflateRatio
 	case JPEG:
