@@ -377,7 +377,6 @@ type Stats struct {
 type BagReader struct {
 	r         *bag.Reader
 	topics    Topics
-	tol       time.Duration
 	camIndex  map[string]int
 	camTypes  []string
 	propType  string
@@ -413,13 +412,16 @@ func OpenBag(ctx context.Context, path string, opts ReadOptions) (*BagReader, er
 	if dim == 0 {
 		dim = worldmodel.ProprioDim
 	}
+	if dim < 1 || dim > 1024 {
+		return nil, fmt.Errorf("camera: image bag: state of %d values: want 1..1024", dim)
+	}
 	want := append(append([]string(nil), topics.Cameras...), topics.Proprio, topics.Instruction)
 	r, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: want})
 	if err != nil {
 		return nil, fmt.Errorf("camera: image bag: %w", err)
 	}
 	br := &BagReader{
-		r: r, topics: topics, tol: tol, frames: FrameDecoder{Limits: opts.Limits},
+		r: r, topics: topics, frames: FrameDecoder{Limits: opts.Limits},
 		camIndex: make(map[string]int, len(topics.Cameras)),
 		camTypes: make([]string, len(topics.Cameras)),
 		images:   make([]worldmodel.Image, len(topics.Cameras)),
