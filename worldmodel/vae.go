@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/internal/kernels"
 )
 
 // MaxVAESide bounds the image height and width the encoder accepts: at the
@@ -416,34 +417,12 @@ func (e *VAEEncoder) attention(x []float32, n int) {
 	s := e.scores[:n*n]
 	// s[i, j] = q[:, i]·k[:, j] / sqrt(c): q and k are [c, n].
 	e.gemm.Sgemm(blas.Trans, blas.NoTrans, n, n, c, float32(1/math.Sqrt(float64(c))), q, n, k, n, 0, s, n)
-	softmaxRows(s, n)
+	kernels.SoftmaxRows(s, n, n)
 	// o[:, i] = Σ_j s[i, j]·v[:, j]: o = v·sᵀ, [c, n].
 	e.gemm.Sgemm(blas.NoTrans, blas.Trans, c, n, n, 1, v, n, s, n, 0, o, n)
 	e.conv(y, o, &w.Proj, 1, n, 1)
 	x = x[:c*n]
 	for i, v := range y {
 		x[i] += v
-	}
-}
-
-// softmaxRows replaces each row of the n × n matrix s by its softmax, the
-// maximum subtracted first, the exponentials and their sum in float64.
-func softmaxRows(s []float32, n int) {
-	for r := range n {
-		row := s[r*n : (r+1)*n]
-		mx := row[0]
-		for _, v := range row[1:] {
-			mx = max(mx, v)
-		}
-		var sum float64
-		for i, v := range row {
-			ev := math.Exp(float64(v) - float64(mx))
-			sum += ev
-			row[i] = float32(ev)
-		}
-		inv := float32(1 / sum)
-		for i := range row {
-			row[i] *= inv
-		}
 	}
 }

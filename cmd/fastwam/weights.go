@@ -33,9 +33,10 @@ const weightsMakeUsage = "-o FILE [-model expert|world|vae|text] [flags]\n\n" +
 	"small hidden and FFN width (64), so that full-size inputs can be exercised without the checkpoint\n" +
 	"in a file of about 195 MB; -hidden 1024 -ffn 4096 gives the full model (4.1 GB in f32).\n\n" +
 	"-model world: the video DiT and the proprio encoder in the DiT weight file contract\n" +
-	"(docs/world-model.md): spec §6.2's keys without mixtures.video., the last layer only what its K\n" +
-	"and V need (all of it and head.* with -keep-unused), proprio_encoder.weight [text-dim,\n" +
-	"proprio-dim] and .bias, the configuration in the fastwam_world_config metadata. Values as spec §7:\n" +
+	"(docs/world-model.md, \"The weight files\"): spec §6.2's keys without mixtures.video., the last\n" +
+	"layer only what its K and V need (all of it and head.* with -keep-unused),\n" +
+	"proprio_encoder.weight [text-dim, proprio-dim] and .bias, the configuration in the\n" +
+	"fastwam_world_config metadata. Values as spec §7:\n" +
 	"matrices N(0,1)/sqrt(fan_in), gains 1+0.2N, biases 0.1N, modulation 0.3N. The defaults are\n" +
 	"golden/tiny/world's: 2 layers, 4x8 heads, hidden 32, ffn 64, text 32, freq 256, proprio 8, latent\n" +
 	"48; the full model is -layers 30 -heads 24 -head-dim 128 -ffn 14336 -text-dim 4096 (20 GB in f32).\n\n" +

@@ -18,12 +18,13 @@ import (
 	"github.com/fastwam/actionexpert/worldmodel"
 )
 
-// WorldConfigMetadataKey is the metadata entry of a world-model (video DiT
+// worldConfigMetadataKey is the metadata entry of a world-model (video DiT
 // and proprio encoder) weight file that holds its worldConfig as JSON.
 const worldConfigMetadataKey = "fastwam_world_config"
 
 // worldConfig is the configuration of the video DiT and proprio encoder
-// weight file (the DiT weight file contract, docs/world-model.md).
+// weight file (the DiT weight file contract, docs/world-model.md "The
+// weight files").
 type worldConfig struct {
 	HiddenDim      int `json:"hidden_dim"`
 	FFNDim         int `json:"ffn_dim"`
