@@ -237,6 +237,9 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 
 	rep := buildReport(rec, o, out, fed, log, plans.errs, interrupted)
 	rep.Stats = pl.node.Stats()
+	if rec.World != nil {
+		rep.ImageTopics = rec.World.Reader.Inputs()
+	}
 	rep.Inputs, rep.Timeouts, rep.Elapsed = kvDone, timeouts, time.Since(began)
 	if undecoded > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d published ActionChunks did not decode", undecoded))
