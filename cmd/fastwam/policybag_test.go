@@ -225,3 +225,26 @@ func TestPolicyBagTamperedImageFails(t *testing.T) {
 	}
 	_ = os.RemoveAll(dir)
 }
+
+// World-model flags where no world model runs, and bag make's chunk
+// flags with -images, are usage errors before any work.
+func TestImageBagFlagsRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "-world", policyBagDir, embeddedBag(t)}, "holds the node's inputs, not camera images: the world model is not run"},
+		{[]string{"bag", "make", "-images", policyBagDir, "-o", out, "-chunks", "3"}, "-chunks does not apply with -images"},
+		{[]string{"bag", "make", "-images", policyBagDir, "-o", out, "-golden", "x.npz"}, "-golden does not apply with -images"},
+		{[]string{"bag", "make", "-o", out, "-vae", "v.safetensors"}, "-vae applies with -images only"},
+	} {
+		code, _, stderr := runCmd(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused bag make left its output folder")
+	}
+}
