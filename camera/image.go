@@ -246,8 +246,12 @@ func sniff(data []byte) Codec {
 // before any pixel buffer exists; only then is the image decoded, from a
 // reader over the message's bytes. Grayscale, paletted, CMYK, 16-bit and
 // alpha images are converted to RGB8: 16-bit channels keep their high
-// byte, alpha is dropped (not composited), CMYK and YCbCr use Go's
-// image/color conversions. The conversion reuses dst.Pix; the JPEG and
+// byte, alpha is dropped (not composited), CMYK uses Go's image/color
+// conversion; a JPEG's YCbCr gets libjpeg's chroma upsampling and colour
+// conversion (fancyUpsample, jpegYCbCrToRGB), so that it decodes as
+// Pillow and OpenCV decode it but for the IDCT's rounding (at most 3
+// apart). A header whose size its data cannot hold is refused too
+// (minCompressedBytes). The conversion reuses dst.Pix; the JPEG and
 // PNG decoders allocate their own image per call. On error dst is
 // unchanged.
 func (l Limits) DecodeCompressed(dst *worldmodel.Image, m *msgs.CompressedImage) error {
@@ -324,7 +328,7 @@ func toRGB(dst *worldmodel.Image, img image.Image) error {
 				o := out[y*w*3 : (y+1)*w*3]
 				for x, yy := range yrow {
 					c := x >> hs
-					o[3*x], o[3*x+1], o[3*x+2] = color.YCbCrToRGB(yy, cb[c], cr[c])
+					o[3*x], o[3*x+1], o[3*x+2] = jpegYCbCrToRGB(yy, cb[c], cr[c])
 				}
 			}
 			break
@@ -334,7 +338,7 @@ func toRGB(dst *worldmodel.Image, img image.Image) error {
 			for x := range w {
 				yi := src.YOffset(b.Min.X+x, b.Min.Y+y)
 				ci := src.COffset(b.Min.X+x, b.Min.Y+y)
-				o[3*x], o[3*x+1], o[3*x+2] = color.YCbCrToRGB(src.Y[yi], src.Cb[ci], src.Cr[ci])
+				o[3*x], o[3*x+1], o[3*x+2] = jpegYCbCrToRGB(src.Y[yi], src.Cb[ci], src.Cr[ci])
 			}
 		}
 	case *image.Gray:
@@ -456,7 +460,17 @@ func minCompressedBytes(codec Codec, data []byte, w, h int) int64 {
 			return 0
 		}
 		depth, colorType := int64(data[24]), data[25]
-		channels := map[byte]int64{0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colorType]
+		var channels int64
+		switch colorType {
+		case 0, 3: // gray, paletted
+			channels = 1
+		case 4: // gray and alpha
+			channels = 2
+		case 2: // RGB
+			channels = 3
+		case 6: // RGBA
+			channels = 4
+		}
 		row := 1 + (int64(w)*depth*channels+7)/8
 		return row * int64(h) / maxDeflateRatio
 	case JPEG:
@@ -473,7 +487,7 @@ func minCompressedBytes(codec Codec, data []byte, w, h int) int64 {
 // nearer and the farther input sample, horizontally and, for 4:2:0,
 // vertically, the image edges replicated), where Go's image/jpeg leaves the
 // chroma to be replicated. It reports false, writing nothing, for other
-// images. Colours then go through image/color's YCbCrToRGB.
+// images. Colours then go through libjpeg's conversion (jpegYCbCrToRGB).
 func fancyUpsample(out []byte, src *image.YCbCr) bool {
 	b := src.Bounds()
 	w, h := b.Dx(), b.Dy()
@@ -543,7 +557,7 @@ func fancyUpsample(out []byte, src *image.YCbCr) bool {
 		yrow := src.Y[y*src.YStride : y*src.YStride+w]
 		o := out[y*w*3 : (y+1)*w*3]
 		for x, yy := range yrow {
-			o[3*x], o[3*x+1], o[3*x+2] = color.YCbCrToRGB(yy, cb[x], cr[x])
+			o[3*x], o[3*x+1], o[3*x+2] = jpegYCbCrToRGB(yy, cb[x], cr[x])
 		}
 	}
 	return true
@@ -577,4 +591,33 @@ func (f *FrameDecoder) Decode(dst *worldmodel.Image, rosType string, cdr []byte)
 		return f.comp.Header, f.Limits.DecodeCompressed(dst, &f.comp)
 	}
 	return msgs.Header{}, fmt.Errorf("camera: message type %s: %w: want %s or %s", rosType, ErrUnsupported, msgs.TypeImage, msgs.TypeCompressedImage)
+}
+
+// jpegYCbCrToRGB converts like libjpeg's ycc_rgb_convert (jdcolor.c):
+// 16-bit fixed-point tables, R = Y + ⌊(FIX(1.402)·Cr' + ½) / 2^16⌋,
+// G = Y + ⌊(−FIX(0.34414)·Cb' − FIX(0.71414)·Cr' + ½) / 2^16⌋,
+// B = Y + ⌊(FIX(1.772)·Cb' + ½) / 2^16⌋ (Cb' = Cb − 128, Cr' = Cr − 128,
+// ½ = 2^15), each clamped to 0..255. It differs from image/color's
+// YCbCrToRGB by at most 1 on some inputs.
+func jpegYCbCrToRGB(y, cb, cr uint8) (uint8, uint8, uint8) {
+	const (
+		fixCrR = 91881  // FIX(1.40200)
+		fixCbB = 116130 // FIX(1.77200)
+		fixCrG = 46802  // FIX(0.71414)
+		fixCbG = 22554  // FIX(0.34414)
+		half   = 1 << 15
+	)
+	b1, r1 := int32(cb)-128, int32(cr)-128
+	yy := int32(y)
+	return clamp8(yy + (fixCrR*r1+half)>>16), clamp8(yy + (-fixCbG*b1-fixCrG*r1+half)>>16), clamp8(yy + (fixCbB*b1+half)>>16)
+}
+
+func clamp8(v int32) uint8 {
+	if v < 0 {
+		return 0
+	}
+	if v > 255 {
+		return 255
+	}
+	return uint8(v)
 }
