@@ -159,12 +159,12 @@ func worldFeed(ctx context.Context, wm WorldModel, obs iter.Seq2[Observation, er
 				yield(bag.Message{}, err)
 				return
 			}
-			msgs, err := worldMessages(ctx, wm, &o, seq, out, topics)
+			in, err := worldMessages(ctx, wm, &o, seq, out, topics)
 			if err != nil {
 				yield(bag.Message{}, err)
 				return
 			}
-			for _, m := range msgs {
+			for _, m := range in {
 				if !yield(m, nil) {
 					return
 				}
