@@ -46,7 +46,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		"-state and -instruction; or with -bag, every observation of an image bag. The world model's\n"+
 		"files default to the tiny test model (golden/tiny/world) and the action expert's weights to the\n"+
 		"embedded tiny weights, so that the command runs with no flags; with no -image it takes the\n"+
-		"first observation of the embedded image bag.")
+		"first observation of the embedded image-policy bag golden/policy.")
 	var o policyOpts
 	fs.Var(&o.images, "image", "camera image `FILE` (PNG or JPEG; repeatable, in camera order: agentview, then wrist)")
 	fs.StringVar(&o.state, "state", "", "the 8 raw proprio values (spec §2.1): comma-separated numbers or a JSON array")
