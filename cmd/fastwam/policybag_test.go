@@ -248,3 +248,43 @@ func TestImageBagFlagsRefused(t *testing.T) {
 		t.Error("a refused bag make left its output folder")
 	}
 }
+
+// fastwam policy with no flags runs golden/policy's first observation: its
+// chunk is the one the bag recorded for it (the same pipeline; within the
+// OpenBLAS kernels' last bits).
+func TestPolicyDefaultIsBagChunk(t *testing.T) {
+	got := policyJSONRun(t)
+	if len(got.Chunks) != 1 {
+		t.Fatalf("%d chunks, want 1", len(got.Chunks))
+	}
+	r, err := bag.OpenWith(t.Context(), policyBagDir, bag.ReaderOptions{Topics: []string{"/action_chunk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var first msgs.ActionChunk
+	for m, err := range r.Messages(t.Context()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.UnmarshalCDR(m.Data); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	c := got.Chunks[0]
+	if c.Seq != first.Seq || c.Stamp != fmtStamp(stampOf(first.Header.Stamp)) || len(c.Actions) != len(first.Actions) {
+		t.Fatalf("policy chunk seq %d stamp %s, %d rows; the bag's first: seq %d stamp %s, %d rows",
+			c.Seq, c.Stamp, len(c.Actions), first.Seq, fmtStamp(stampOf(first.Header.Stamp)), len(first.Actions))
+	}
+	worst := 0.0
+	for i, row := range c.Actions {
+		for j, v := range row {
+			worst = math.Max(worst, math.Abs(float64(v)-float64(first.Actions[i].Values[j])))
+		}
+	}
+	if worst > 1e-4 {
+		t.Errorf("policy's chunk differs from the bag's by max |error| %g, want ≤ 1e-4", worst)
+	}
+	t.Logf("max |error| against the recorded chunk: %g", worst)
+}
