@@ -136,18 +136,18 @@ func TestGoldenImageBag(t *testing.T) {
 	if total > 300<<10 {
 		t.Errorf("golden/imagebag is %d bytes, want under 300 KiB", total)
 	}
-	// Writing the frames again gives the same bytes: the bag is what
-	// goldenFrames describes.
+	// Writing the frames again gives the same metadata.yaml (topics,
+	// counts, times). The MCAP file is not compared byte for byte: Go's
+	// JPEG and deflate encoders may change between releases; its content
+	// is checked below, decoded, against the scenes.
 	again := filepath.Join(t.TempDir(), "imagebag")
 	if err := camera.WriteBag(again, goldenFrames(), goldenBagOptions()); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"metadata.yaml", "imagebag_0.mcap"} {
-		a, _ := os.ReadFile(filepath.Join(goldenBagDir, name))
-		b, _ := os.ReadFile(filepath.Join(again, name))
-		if !bytes.Equal(a, b) {
-			t.Errorf("golden/imagebag/%s differs from what goldenFrames writes now: regenerate it", name)
-		}
+	a, _ := os.ReadFile(filepath.Join(goldenBagDir, "metadata.yaml"))
+	b, _ := os.ReadFile(filepath.Join(again, "metadata.yaml"))
+	if !bytes.Equal(a, b) {
+		t.Errorf("golden/imagebag/metadata.yaml differs from what goldenFrames writes now: regenerate the bag")
 	}
 
 	ctx := t.Context()

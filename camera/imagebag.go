@@ -358,23 +358,16 @@ type Stats struct {
 	UnpairedFrames int
 }
 
-// cameraState is a camera's latest frame.
-type cameraState struct {
-	img   worldmodel.Image
-	stamp time.Time
-	has   bool // a frame was read
-	fresh bool // not used by an observation yet
-}
-
 // BagReader walks an image bag and yields synchronized observations.
 //
-// Pairing policy: messages are read in log-time order. Each camera keeps
-// its latest frame (decoded on arrival, into a buffer reused from frame
-// to frame), the proprio topic its latest state, the instruction topic
-// the latest instruction. After each message an observation is made when
-// every camera has a frame no observation has used yet, a state and an
-// instruction have been read, and every camera frame's stamp and the
-// state's lie within Tolerance of the newest camera stamp. A camera's
+// Pairing policy (Pairing's, shared with a live node): messages are read
+// in log-time order. Each camera keeps its latest frame (decoded on
+// arrival, into a buffer reused from frame to frame), the proprio topic
+// its latest state, the instruction topic the latest instruction. After
+// each message an observation is made when every camera has a frame no
+// observation has used yet, a state and an instruction have been read,
+// and every camera frame's stamp and the state's lie within Tolerance of
+// the newest camera stamp. A camera's
 // stamp is its header stamp (the log time when that is zero); the state's
 // is the header stamp of a JointState or the log time of a
 // Float64MultiArray (which has no header). A frame replaced before it was
@@ -384,15 +377,13 @@ type cameraState struct {
 type BagReader struct {
 	r         *bag.Reader
 	topics    Topics
-	tol       time.Duration
 	camIndex  map[string]int
 	camTypes  []string
 	propType  string
 	joints    *JointMap
-	cams      []cameraState
+	images    []worldmodel.Image // each camera's latest frame
+	pairing   *Pairing
 	state     []float32
-	stateAt   time.Time
-	hasState  bool
 	instr     string
 	frames    FrameDecoder
 	arrMsg    msgs.Float64MultiArray
@@ -421,16 +412,19 @@ func OpenBag(ctx context.Context, path string, opts ReadOptions) (*BagReader, er
 	if dim == 0 {
 		dim = worldmodel.ProprioDim
 	}
+	if dim < 1 || dim > 1024 {
+		return nil, fmt.Errorf("camera: image bag: state of %d values: want 1..1024", dim)
+	}
 	want := append(append([]string(nil), topics.Cameras...), topics.Proprio, topics.Instruction)
 	r, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: want})
 	if err != nil {
 		return nil, fmt.Errorf("camera: image bag: %w", err)
 	}
 	br := &BagReader{
-		r: r, topics: topics, tol: tol, frames: FrameDecoder{Limits: opts.Limits},
+		r: r, topics: topics, frames: FrameDecoder{Limits: opts.Limits},
 		camIndex: make(map[string]int, len(topics.Cameras)),
 		camTypes: make([]string, len(topics.Cameras)),
-		cams:     make([]cameraState, len(topics.Cameras)),
+		images:   make([]worldmodel.Image, len(topics.Cameras)),
 		state:    make([]float32, dim),
 	}
 	types := map[string]string{}
@@ -477,6 +471,9 @@ func OpenBag(ctx context.Context, path string, opts ReadOptions) (*BagReader, er
 	default:
 		return fail(fmt.Errorf("camera: image bag: instruction topic %s is %s: want %s", topics.Instruction, types[topics.Instruction], msgs.TypeString))
 	}
+	if br.pairing, err = NewPairing(len(topics.Cameras), tol); err != nil {
+		return fail(fmt.Errorf("camera: image bag: %w", err))
+	}
 	br.obs.Images = make([]worldmodel.Image, len(topics.Cameras))
 	br.obs.ImageStamps = make([]time.Time, len(topics.Cameras))
 	return br, nil
@@ -517,11 +514,7 @@ func (br *BagReader) Next(ctx context.Context) (*Observation, error) {
 		m, err := br.r.Next(ctx)
 		if err == io.EOF {
 			br.done = true
-			for _, c := range br.cams {
-				if c.fresh {
-					br.stats.UnpairedFrames++
-				}
-			}
+			br.stats.UnpairedFrames = br.pairing.Flush()
 			return nil, io.EOF
 		}
 		if err != nil {
@@ -533,7 +526,7 @@ func (br *BagReader) Next(ctx context.Context) (*Observation, error) {
 			br.bad = true
 			return nil, fmt.Errorf("camera: image bag: %s at %s: %w", m.Topic, m.LogTime.UTC().Format(time.RFC3339Nano), err)
 		}
-		if br.ready() {
+		if br.pairing.Ready() {
 			return br.emit(), nil
 		}
 	}
@@ -542,15 +535,12 @@ func (br *BagReader) Next(ctx context.Context) (*Observation, error) {
 // take decodes one message into the reader's state.
 func (br *BagReader) take(m bag.Message) error {
 	if i, ok := br.camIndex[m.Topic]; ok {
-		c := &br.cams[i]
-		h, err := br.frames.Decode(&c.img, br.camTypes[i], m.Data)
+		h, err := br.frames.Decode(&br.images[i], br.camTypes[i], m.Data)
 		if err != nil {
 			return err
 		}
-		if c.fresh {
-			br.stats.UnpairedFrames++
-		}
-		c.stamp, c.has, c.fresh = headerTime(h, m.LogTime), true, true
+		br.pairing.Frame(i, headerTime(h, m.LogTime))
+		br.stats.UnpairedFrames = br.pairing.Unpaired()
 		return nil
 	}
 	switch m.Topic {
@@ -562,7 +552,7 @@ func (br *BagReader) take(m bag.Message) error {
 			if err := br.joints.State(br.state, &br.jsMsg); err != nil {
 				return err
 			}
-			br.stateAt = headerTime(br.jsMsg.Header, m.LogTime)
+			br.pairing.State(headerTime(br.jsMsg.Header, m.LogTime))
 		} else {
 			if err := br.arrMsg.UnmarshalCDR(m.Data); err != nil {
 				return err
@@ -570,9 +560,8 @@ func (br *BagReader) take(m bag.Message) error {
 			if err := StateFromArray(br.state, &br.arrMsg); err != nil {
 				return err
 			}
-			br.stateAt = m.LogTime
+			br.pairing.State(m.LogTime)
 		}
-		br.hasState = true
 	case br.topics.Instruction:
 		if err := br.strMsg.UnmarshalCDR(m.Data); err != nil {
 			return err
@@ -582,51 +571,21 @@ func (br *BagReader) take(m bag.Message) error {
 			return err
 		}
 		br.instr = s
+		br.pairing.Instruction()
 	}
 	return nil
-}
-
-// ready applies the pairing policy (see BagReader).
-func (br *BagReader) ready() bool {
-	if !br.hasState || br.instr == "" {
-		return false
-	}
-	var newest time.Time
-	for _, c := range br.cams {
-		if !c.has || !c.fresh {
-			return false
-		}
-		if c.stamp.After(newest) {
-			newest = c.stamp
-		}
-	}
-	within := func(t time.Time) bool {
-		d := newest.Sub(t)
-		return d >= -br.tol && d <= br.tol
-	}
-	for _, c := range br.cams {
-		if !within(c.stamp) {
-			return false
-		}
-	}
-	return within(br.stateAt)
 }
 
 func (br *BagReader) emit() *Observation {
 	o := &br.obs
 	o.Seq = br.stats.Observations
-	o.Stamp = time.Time{}
-	for i := range br.cams {
-		c := &br.cams[i]
-		c.fresh = false
-		o.Images[i] = c.img
-		o.ImageStamps[i] = c.stamp
-		if c.stamp.After(o.Stamp) {
-			o.Stamp = c.stamp
-		}
+	for i := range br.images {
+		o.Images[i] = br.images[i]
+		o.ImageStamps[i] = br.pairing.FrameStamp(i)
 	}
+	o.Stamp = br.pairing.Take()
 	o.State = br.state
-	o.StateStamp = br.stateAt
+	o.StateStamp = br.pairing.StateStamp()
 	o.Instruction = br.instr
 	br.stats.Observations++
 	return o

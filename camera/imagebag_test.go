@@ -112,6 +112,9 @@ func TestBagRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "proprio topic /instruction is std_msgs/msg/String") {
 		t.Fatalf("swapped topics: %v", err)
 	}
+	if _, err := camera.OpenBag(ctx, dir, camera.ReadOptions{StateDim: -1}); err == nil || !strings.Contains(err.Error(), "state of -1 values") {
+		t.Fatalf("negative state length: %v", err)
+	}
 	// A state of 7 values in the bag.
 	bad := good
 	bad[0].State = make([]float64, 7)
