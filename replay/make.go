@@ -110,31 +110,40 @@ func MakeBag(ctx context.Context, o MakeOptions) (*MakeResult, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	return stageBag(o.Dir, o.Replace, o.Chunks, o.Logger, func(staged string) (int, []MakeRefusal, error) {
+		return o.write(ctx, staged)
+	})
+}
+
+// stageBag writes a bag with write into a staging folder beside dir, then
+// moves it to dir (replacing dir, a checked bag folder, when replace is
+// set): a failed make leaves dir as it was.
+func stageBag(dir string, replace bool, chunks int, log node.Logger, write func(staged string) (int, []MakeRefusal, error)) (*MakeResult, error) {
 	began := time.Now()
-	parent, base := filepath.Split(filepath.Clean(o.Dir))
+	parent, base := filepath.Split(filepath.Clean(dir))
 	if parent == "" {
 		parent = "."
 	}
-	removeStaleStages(parent, proc.Alive, o.Logger)
+	removeStaleStages(parent, proc.Alive, log)
 	tmp, err := os.MkdirTemp(parent, stagePattern())
 	if err != nil {
 		return nil, fmt.Errorf("replay: make bag: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	staged := filepath.Join(tmp, base)
-	n, refused, err := o.write(ctx, staged)
+	n, refused, err := write(staged)
 	if err != nil {
 		return nil, err
 	}
-	if o.Replace {
-		if err := os.RemoveAll(o.Dir); err != nil {
-			return nil, fmt.Errorf("replay: make bag: replace %s: %w", o.Dir, err)
+	if replace {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("replay: make bag: replace %s: %w", dir, err)
 		}
 	}
-	if err := os.Rename(staged, o.Dir); err != nil {
+	if err := os.Rename(staged, dir); err != nil {
 		return nil, fmt.Errorf("replay: make bag: %w", err)
 	}
-	return &MakeResult{Dir: o.Dir, Chunks: o.Chunks, Messages: n, Elapsed: time.Since(began), Refused: refused}, nil
+	return &MakeResult{Dir: dir, Chunks: chunks, Messages: n, Elapsed: time.Since(began), Refused: refused}, nil
 }
 
 // check validates the options and fills in the defaults.
@@ -160,13 +169,8 @@ func (o *MakeOptions) check() error {
 			return fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
-	if st, err := os.Stat(o.Dir); err == nil {
-		if !o.Replace {
-			return fmt.Errorf("replay: make bag: %s already exists (replace it with -force)", o.Dir)
-		}
-		if err := isBagFolder(o.Dir, st); err != nil {
-			return fmt.Errorf("replay: make bag: will not replace %s: %w", o.Dir, err)
-		}
+	if err := checkMakeDir(o.Dir, o.Replace); err != nil {
+		return err
 	}
 	if o.Start.IsZero() {
 		o.Start = time.Unix(DefaultStartUnix, 0)
@@ -176,6 +180,20 @@ func (o *MakeOptions) check() error {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultChunkTimeout
+	}
+	return nil
+}
+
+// checkMakeDir refuses an output folder that exists, unless replace is
+// set and it is a bag folder.
+func checkMakeDir(dir string, replace bool) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !replace {
+			return fmt.Errorf("replay: make bag: %s already exists (replace it with -force)", dir)
+		}
+		if err := isBagFolder(dir, st); err != nil {
+			return fmt.Errorf("replay: make bag: will not replace %s: %w", dir, err)
+		}
 	}
 	return nil
 }
@@ -220,59 +238,114 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, []MakeRefusal
 	}{
 		{p.Topics.Context, msgs.TypeTextContext, p.QoS.Context},
 		{p.Topics.KVCache, msgs.TypeVideoKVCache, p.QoS.KVCache},
-		{p.Topics.Actions, msgs.TypeActionChunk, p.QoS.Actions},
 	} {
 		if err := w.AddTopic(t.name, t.typ, bagQoS(t.qos)); err != nil {
 			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
-	post := p.Actions.Post.Enabled()
-	if post {
-		if err := w.AddTopic(p.Actions.Topic, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
-			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
-		}
+	src := chunkSource{
+		chunks: o.Chunks,
+		next: func(k int) (time.Time, [2]bag.Message, error) {
+			stamp := o.Start.Add(time.Duration(k) * o.Period)
+			c, kv := o.inputs(k, stamp)
+			var in [2]bag.Message
+			for i, m := range []struct {
+				topic string
+				at    time.Time
+				m     interface{ MarshalCDR() ([]byte, error) }
+			}{
+				{p.Topics.Context, stamp.Add(contextDelay), &c},
+				{p.Topics.KVCache, stamp.Add(kvDelay), &kv},
+			} {
+				data, err := m.m.MarshalCDR()
+				if err != nil {
+					return stamp, in, fmt.Errorf("replay: make bag: chunk %d: encode %s: %w", k, m.topic, err)
+				}
+				in[i] = bag.Message{Topic: m.topic, LogTime: m.at, Data: data}
+			}
+			return stamp, in, nil
+		},
+		recordInputs: true,
 	}
-	pl, err := startPipeline(ctx, p, o.Backend, o.Logger, o.Start, o.Timeout, nil)
+	count, refused, _, err := recordChunks(ctx, w, src, p, o.Backend, o.Logger, o.Start, o.Timeout, o.Progress)
 	if err != nil {
 		return 0, nil, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, nil, fmt.Errorf("replay: make bag: %w", err)
+	}
+	return count, refused, nil
+}
+
+// chunkSource gives the inputs of the chunks a made bag records.
+type chunkSource struct {
+	chunks int
+	// next returns chunk k's stamp and its two input messages (the
+	// TextContext, then the VideoKVCache), at their log times.
+	next func(k int) (time.Time, [2]bag.Message, error)
+	// recordInputs writes the input messages into the bag too (their
+	// topics are already added); an image bag keeps its camera inputs
+	// instead.
+	recordInputs bool
+}
+
+// recordChunks runs the inputs of src through the node with backend b,
+// one chunk at a time, and writes the ActionChunks it publishes (and the
+// executable ones, with actions.* post-processing) into w, after adding
+// their topics; w nil writes nothing. It returns the messages written,
+// the chunks the actions.* limits refused and the chunks published.
+func recordChunks(ctx context.Context, w *bag.Writer, src chunkSource, p params.Params, b expert.Backend, log node.Logger,
+	start time.Time, timeout time.Duration, progressTo io.Writer) (int, []MakeRefusal, []PolicyChunk, error) {
+	post := p.Actions.Post.Enabled()
+	write := func(topic string, at time.Time, data []byte) error { return nil }
+	if w != nil {
+		if err := w.AddTopic(p.Topics.Actions, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
+			return 0, nil, nil, fmt.Errorf("replay: make bag: %w", err)
+		}
+		if post {
+			if err := w.AddTopic(p.Actions.Topic, msgs.TypeActionChunk, bagQoS(p.QoS.Actions)); err != nil {
+				return 0, nil, nil, fmt.Errorf("replay: make bag: %w", err)
+			}
+		}
+		write = w.Write
+	}
+	pl, err := startPipeline(ctx, p, b, log, start, timeout, nil)
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	defer pl.stop()
 
 	count, made := 0, 0 // messages written, chunks published
-	var refused []MakeRefusal
-	prog := progress.New(o.Progress, "bag make", "chunks", o.Chunks, DefaultProgressEvery)
-	for k := range o.Chunks {
+	var (
+		refused []MakeRefusal
+		chunks  []PolicyChunk
+	)
+	prog := progress.New(progressTo, "bag make", "chunks", src.chunks, DefaultProgressEvery)
+	for k := range src.chunks {
 		prog.Update(k)
-		stamp := o.Start.Add(time.Duration(k) * o.Period)
-		c, kv := o.inputs(k, stamp)
+		stamp, in, err := src.next(k)
+		if err != nil {
+			return 0, nil, nil, err
+		}
 		var reasons []string // why the limits refused the chunk, if they did
-		for _, in := range []struct {
-			topic string
-			at    time.Time
-			m     interface{ MarshalCDR() ([]byte, error) }
-		}{
-			{p.Topics.Context, stamp.Add(contextDelay), &c},
-			{p.Topics.KVCache, stamp.Add(kvDelay), &kv},
-		} {
-			data, err := in.m.MarshalCDR()
-			if err != nil {
-				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: encode %s: %w", k, in.topic, err)
+		for _, m := range in {
+			if src.recordInputs {
+				if err := write(m.Topic, m.LogTime, m.Data); err != nil {
+					return 0, nil, nil, fmt.Errorf("replay: make bag: %w", err)
+				}
+				count++
 			}
-			if err := w.Write(in.topic, in.at, data); err != nil {
-				return 0, nil, fmt.Errorf("replay: make bag: %w", err)
-			}
-			count++
 			pre := pl.node.Stats()
-			paired, counted, err := pl.feed(in.topic, data, in.at)
+			paired, counted, err := pl.feed(m.Topic, m.Data, m.LogTime)
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			if counted != "" && !paired {
-				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: the node refused its %s message (%s)", k, in.topic, counted)
+				return 0, nil, nil, fmt.Errorf("replay: make bag: chunk %d: the node refused its %s message (%s)", k, m.Topic, counted)
 			}
 			if paired {
-				if err := pl.settle(ctx, o.Timeout); err != nil {
-					return 0, nil, fmt.Errorf("replay: make bag: chunk %d: %w", k, err)
+				if err := pl.settle(ctx, timeout); err != nil {
+					return 0, nil, nil, fmt.Errorf("replay: make bag: chunk %d: %w", k, err)
 				}
 				after := pl.node.Stats()
 				// A chunk the limits refused is an outcome: its inputs stay
@@ -281,7 +354,7 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, []MakeRefusal
 				reasons = newRefusals(pre, after)
 				if len(reasons) == 0 {
 					if why := newCounts(pre, after); why != "" {
-						return 0, nil, fmt.Errorf("replay: make bag: chunk %d: no chunk produced (%s)", k, why)
+						return 0, nil, nil, fmt.Errorf("replay: make bag: chunk %d: no chunk produced (%s)", k, why)
 					}
 				}
 			}
@@ -292,32 +365,31 @@ func (o *MakeOptions) write(ctx context.Context, dir string) (int, []MakeRefusal
 		}
 		out, _, _ := pl.results()
 		if len(out) != made+1 || !stampTime(out[made].chunk.Header.Stamp).Equal(stamp) {
-			return 0, nil, fmt.Errorf("replay: make bag: chunk %d (stamp %s): the node published %d chunks, want %d", k, fmtTime(stamp), len(out), made+1)
+			return 0, nil, nil, fmt.Errorf("replay: make bag: chunk %d (stamp %s): the node published %d chunks, want %d", k, fmtTime(stamp), len(out), made+1)
 		}
-		if err := w.Write(p.Topics.Actions, out[made].at, out[made].data); err != nil {
-			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
+		if err := write(p.Topics.Actions, out[made].at, out[made].data); err != nil {
+			return 0, nil, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 		count++
+		chunks = append(chunks, PolicyChunk{Chunk: k, Model: out[made].chunk})
 		if post {
 			robot := pl.robotResults()
 			if len(robot) != made+1 || robot[made].chunk.Seq != out[made].chunk.Seq {
-				return 0, nil, fmt.Errorf("replay: make bag: chunk %d: %d executable chunks on %s, want %d", k, len(robot), p.Actions.Topic, made+1)
+				return 0, nil, nil, fmt.Errorf("replay: make bag: chunk %d: %d executable chunks on %s, want %d", k, len(robot), p.Actions.Topic, made+1)
 			}
-			if err := w.Write(p.Actions.Topic, robot[made].at, robot[made].data); err != nil {
-				return 0, nil, fmt.Errorf("replay: make bag: %w", err)
+			if err := write(p.Actions.Topic, robot[made].at, robot[made].data); err != nil {
+				return 0, nil, nil, fmt.Errorf("replay: make bag: %w", err)
 			}
 			count++
+			chunks[len(chunks)-1].Executable = &robot[made].chunk
 		}
 		made++
 	}
-	prog.Done(o.Chunks)
+	prog.Done(src.chunks)
 	if err := pl.stop(); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	if err := w.Close(); err != nil {
-		return 0, nil, fmt.Errorf("replay: make bag: %w", err)
-	}
-	return count, refused, nil
+	return count, refused, chunks, nil
 }
 
 // inputs builds chunk k's messages.

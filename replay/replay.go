@@ -59,6 +59,10 @@ type Options struct {
 
 	// Logger receives the node's log; nil discards it.
 	Logger node.Logger
+
+	// World runs the world model on the observations of an image bag
+	// (a Recording from ScanImages); not used otherwise.
+	World WorldModel
 }
 
 // fedInput is an input the replay fed to the node, by stamp.
@@ -123,11 +127,11 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 			return nil, fmt.Errorf("replay: output bag folder %s already exists", o.Output)
 		}
 	}
-	r, err := bag.OpenWith(ctx, rec.Path, bag.ReaderOptions{Topics: []string{topics.KVCache, topics.Context}})
+	inputs, closeInputs, err := rec.inputs(ctx, &o)
 	if err != nil {
-		return nil, fmt.Errorf("replay: open bag: %w", err)
+		return nil, err
 	}
-	defer r.Close()
+	defer closeInputs()
 
 	began := time.Now()
 	// Tied chunks are rebuilt from the recorded previous chunks.
@@ -148,13 +152,16 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 		kvDone      int
 		lastKV      int64
 	)
-	for m, err := range r.Messages(ctx) {
+	for m, err := range inputs {
 		if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			interrupted = true // the reader stopped for ctx
 			break
 		}
 		if err != nil {
 			readErr = fmt.Errorf("replay: read bag %s: %w", rec.Path, err)
+			if rec.World != nil { // the world model's inputs: its errors name themselves
+				readErr = fmt.Errorf("replay: image bag %s: %w", rec.Path, err)
+			}
 			break
 		}
 		if ctx.Err() != nil {
@@ -230,6 +237,9 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 
 	rep := buildReport(rec, o, out, fed, log, plans.errs, interrupted)
 	rep.Stats = pl.node.Stats()
+	if rec.World != nil {
+		rep.ImageTopics = rec.World.Reader.Inputs()
+	}
 	rep.Inputs, rep.Timeouts, rep.Elapsed = kvDone, timeouts, time.Since(began)
 	if undecoded > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d published ActionChunks did not decode", undecoded))

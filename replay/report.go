@@ -88,6 +88,11 @@ type Report struct {
 	// Executable compares the executable chunks (actions.*
 	// post-processing) with the bag's, when the parameters set it.
 	Executable *ExecutableReport
+
+	// ImageTopics are an image bag's camera, proprio and instruction
+	// topics, whose observations the world model turned into the inputs;
+	// nil for a bag of the node's inputs.
+	ImageTopics []string
 }
 
 // rowInputs is what the replay knows of a row's inputs when it judges it.
@@ -422,6 +427,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	p := r.Params
 	ew := &errWriter{w: w}
 	ew.printf("bag      %s\n", r.Bag)
+	if r.ImageTopics != nil {
+		ew.printf("images   %s -> world model -> %s + %s (%d observations)\n", strings.Join(r.ImageTopics, ", "), p.Topics.KVCache, p.Topics.Context, r.TotalInputs)
+	}
 	ew.printf("topics   %s + %s -> %s (%d inputs, %d recorded chunks)\n", p.Topics.KVCache, p.Topics.Context, p.Topics.Actions, r.TotalInputs, r.Recorded)
 	ew.printf("backend  %s\n", r.BackendInfo)
 	ew.printf("node     %d steps, shift %g, noise seed %d + kv_seq, sync %s, control period %v\n", p.Steps, p.Shift, p.NoiseSeed, p.Sync.Policy, p.ControlPeriod)

@@ -47,6 +47,11 @@ type Recording struct {
 	ScheduleVaries bool
 	// Dt is the first recorded chunk's dt (seconds), 0 without one.
 	Dt float64
+
+	// World is set for an image bag (see ScanImages): the inputs are the
+	// world model's for each observation; nil for a bag of the node's
+	// inputs.
+	World *WorldRecording
 }
 
 // Scan reads a bag (a rosbag2 folder, MCAP or sqlite3, or a single .mcap
@@ -110,17 +115,8 @@ func Scan(ctx context.Context, path string, topics params.Topics) (*Recording, e
 			}
 			rec.note(m)
 		case topics.Actions:
-			var c msgs.ActionChunk
-			if err := c.UnmarshalCDR(m.Data); err != nil {
-				return nil, fmt.Errorf("replay: bag %s: the ActionChunk recorded at log time %s does not decode: %w",
-					path, fmtTime(m.LogTime), err)
-			}
-			rec.Recorded = append(rec.Recorded, Recorded{LogTime: m.LogTime, Chunk: c})
-			s := Schedule{Steps: int(c.Steps), Shift: c.Shift, NoiseSeed: c.NoiseSeed - c.KVSeq, Backend: c.Backend}
-			if rec.Schedule == nil {
-				rec.Schedule, rec.Dt = &s, c.Dt
-			} else if *rec.Schedule != s {
-				rec.ScheduleVaries = true
+			if err := rec.noteAction(m); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -128,6 +124,51 @@ func Scan(ctx context.Context, path string, topics params.Topics) (*Recording, e
 		return nil, fmt.Errorf("replay: bag %s has no messages on %s", path, topics.KVCache)
 	}
 	return rec, nil
+}
+
+// noteAction keeps an ActionChunk recorded on the actions topic and its
+// schedule.
+func (rec *Recording) noteAction(m bag.Message) error {
+	var c msgs.ActionChunk
+	if err := c.UnmarshalCDR(m.Data); err != nil {
+		return fmt.Errorf("replay: bag %s: the ActionChunk recorded at log time %s does not decode: %w",
+			rec.Path, fmtTime(m.LogTime), err)
+	}
+	rec.Recorded = append(rec.Recorded, Recorded{LogTime: m.LogTime, Chunk: c})
+	s := Schedule{Steps: int(c.Steps), Shift: c.Shift, NoiseSeed: c.NoiseSeed - c.KVSeq, Backend: c.Backend}
+	if rec.Schedule == nil {
+		rec.Schedule, rec.Dt = &s, c.Dt
+	} else if *rec.Schedule != s {
+		rec.ScheduleVaries = true
+	}
+	return nil
+}
+
+// scanActions reads the ActionChunks recorded on the actions topic (a
+// bag without that topic has none; one of another type is an error).
+func (rec *Recording) scanActions(ctx context.Context) error {
+	r, err := bag.OpenWith(ctx, rec.Path, bag.ReaderOptions{Topics: []string{rec.Topics.Actions}})
+	if err != nil {
+		return fmt.Errorf("replay: open bag: %w", err)
+	}
+	defer r.Close()
+	for _, t := range r.Topics() {
+		if t.Name == rec.Topics.Actions && t.Type != msgs.TypeActionChunk {
+			return fmt.Errorf("replay: topic %s of bag %s has type %s, want %s", t.Name, rec.Path, t.Type, msgs.TypeActionChunk)
+		}
+	}
+	for m, err := range r.Messages(ctx) {
+		if err != nil {
+			return fmt.Errorf("replay: read bag %s: %w", rec.Path, err)
+		}
+		if m.Topic != rec.Topics.Actions {
+			continue
+		}
+		if err := rec.noteAction(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // note counts an input and keeps the first decodable shapes.

@@ -65,7 +65,11 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		"first pass get a small seeded perturbation of the context), stamped -period apart with seq\n"+
 		"0..N-1, run through the node with the CPU reference backend, and the ActionChunks it\n"+
 		"published: the expected output that `fastwam replay` compares with. A chunk the actions.*\n"+
-		"limits refuse (limits.mode refuse) is listed: its inputs are in the bag, with no chunk.")
+		"limits refuse (limits.mode refuse) is listed: its inputs are in the bag, with no chunk.\n"+
+		"With -images BAG, writes a regression bag of the whole policy instead: the camera, proprio and\n"+
+		"instruction messages of the image bag BAG, and for each of its observations the chunk the node\n"+
+		"published when fed the world model's VideoKVCache and TextContext (-world, default the embedded\n"+
+		"tiny world model; seq k for observation k); `fastwam replay` of it runs the world model again.")
 	var (
 		out     string
 		chunks  int
@@ -75,6 +79,8 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		timeout time.Duration
 		cpu     cpuFlags
 		nf      nodeFlags
+		images  string
+		world   worldFlags
 	)
 	fs.StringVar(&out, "o", "", "bag folder to write (must not exist, unless -force)")
 	fs.IntVar(&chunks, "chunks", 8, "number of chunks (observations)")
@@ -82,7 +88,9 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	fs.DurationVar(&period, "period", replay.DefaultPeriod, "time between the chunks' stamps")
 	fs.BoolVar(&force, "force", false, "replace the bag folder -o if it exists")
 	fs.DurationVar(&timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
+	fs.StringVar(&images, "images", "", "image bag `DIR` whose observations are the inputs, run through the world model (instead of -golden; -chunks and -period do not apply)")
 	cpu.register(fs.FlagSet)
+	world.register(fs.FlagSet)
 	nf.register(fs.FlagSet)
 	progressMode := progressFlag(fs, "for more than 20 chunks")
 	if err := fs.parse(args); err != nil {
@@ -122,6 +130,19 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	}
 	if err := adoptParams("bag make", &p, nf.names(), setFlags(fs), cpuBindings(&cpu)); err != nil {
 		return err
+	}
+	set := setFlags(fs)
+	if images != "" {
+		for _, f := range []string{"golden", "chunks", "period"} {
+			if set[f] {
+				return usageError("-%s does not apply with -images: the image bag's observations are the chunks", f)
+			}
+		}
+		return makeImageBag(ctx, stdout, stderr, imageMake{out: out, source: images, force: force, timeout: timeout,
+			cpu: &cpu, world: &world, verbose: nf.verbose, progress: progressTo, params: p})
+	}
+	if s := worldFlagsSet(set); s != "" {
+		return usageError("-%s applies with -images only", s)
 	}
 
 	var cases []*golden.Case
@@ -174,5 +195,56 @@ func runBagMake(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		res.Dir, res.Chunks, refused, res.Messages, p.Topics.Context, p.Topics.KVCache, p.Topics.Actions, res.Elapsed.Seconds())
 	fmt.Fprintf(stdout, "expected chunks: the CPU reference's output (%s; %d steps, shift %g, noise seed %d + kv_seq)\n",
 		desc, p.Steps, p.Shift, p.NoiseSeed)
+	return nil
+}
+
+// imageMake is what bag make -images needs.
+type imageMake struct {
+	out, source string
+	force       bool
+	timeout     time.Duration
+	cpu         *cpuFlags
+	world       *worldFlags
+	verbose     bool
+	progress    io.Writer
+	params      params.Params
+}
+
+// makeImageBag writes a regression bag of the whole policy from an image
+// bag (bag make -images).
+func makeImageBag(ctx context.Context, stdout, stderr io.Writer, m imageMake) (err error) {
+	wm, cleanup, err := m.world.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	r, err := newImageBagReader(wm.frame)
+	if err != nil {
+		return err
+	}
+	p := m.params
+	d := wm.Dims()
+	if err := checkInputSizes(&p, d.VideoTokens, d.ContextTokens, "the world model's output"); err != nil {
+		return err
+	}
+	b, desc, err := m.cpu.open(ctx, d.VideoTokens, d.ContextTokens, true)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
+	res, err := replay.MakeImageBag(ctx, replay.MakeImageOptions{
+		Dir: m.out, Replace: m.force, Source: m.source, Reader: r, World: wm, Backend: b, Params: p,
+		Timeout: m.timeout, Logger: replay.NewLogger(stderr, m.verbose), Progress: m.progress,
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Refused {
+		fmt.Fprintf(stdout, "%s (its inputs are in the bag, with no ActionChunk)\n", r)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d observations of %s through the world model, %d messages (the image bag's inputs and %d chunks on %s), in %.2f s\n",
+		res.Dir, res.Chunks, m.source, res.Messages, res.Chunks-len(res.Refused), p.Topics.Actions, res.Elapsed.Seconds())
+	fmt.Fprintf(stdout, "world model: %s\nexpected chunks: the CPU reference's output (%s; %d steps, shift %g, noise seed %d + seq)\n",
+		wm.desc, desc, p.Steps, p.Shift, p.NoiseSeed)
 	return nil
 }

@@ -14,6 +14,7 @@
 //	fastwam inspect  <context.bin>      list the graphs and tensors of a QNN context binary
 //	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
 //	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
+//	fastwam policy   [flags]            images + state + instruction through the world model and the action expert to actions (default: the tiny models)
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
 //	fastwam weights make -o FILE [flags]  write random test weights of any shape: the action expert (default: full-size message widths, hidden 64), -model world, vae or text
 //	fastwam graphs plan [flags]         plan the NPU graph set (prefill layer ranges, processes) under byte limits
@@ -55,6 +56,7 @@ func commands() []command {
 		{name: "bag", summary: "regression bags (bag make: write one from golden inputs)", subcommands: []command{
 			{name: "make", summary: "write a regression bag from golden inputs, with the CPU reference's chunks as the expected output", run: runBagMake},
 		}},
+		{name: "policy", summary: "the whole policy without ROS: camera images, state and instruction through the world model and the action expert to an action chunk", run: runPolicy},
 		{name: "replay", summary: "replay a bag through the node and compare with its recorded chunks; exits 1 naming failing chunks", run: runReplay},
 		{name: "weights", summary: "test weights (weights make: random weights of any shape: action expert, world model, VAE, text cache entry)", subcommands: []command{
 			{name: "make", summary: "write random test weights (safetensors, f32/f16/bf16) of any shape: the action expert (default), -model world, vae or text", run: runWeightsMake},

@@ -17,6 +17,7 @@ import (
 	"github.com/fastwam/actionexpert/internal/rosparam"
 	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/replay"
+	"github.com/fastwam/actionexpert/worldmodel"
 )
 
 // progressAutoMin is the bag size (inputs) from which -progress auto
@@ -35,6 +36,7 @@ type replayOpts struct {
 	progress string
 	cpu      cpuFlags
 	htp      htpFlags
+	world    worldFlags
 	node     nodeFlags
 	files    stringList // -params-file, in order
 	stderr   io.Writer
@@ -56,7 +58,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		"(the node's clock is the bag's). The backend parameters (-p backend:=, cpu.weights, cpu.threads,\n"+
 		"htp.*) choose the backend like the flags of the same meaning; another backend's parameters are\n"+
 		"refused. With no bag, replays the embedded regression bag\n"+
-		"(golden/regression) with the CPU backend and the embedded tiny weights.")
+		"(golden/regression) with the CPU backend and the embedded tiny weights.\n"+
+		"A bag of camera images (the topics "+strings.Join(defaultImageTopics(), ", ")+":\n"+
+		"sensor_msgs/Image or CompressedImage, the proprio state, the instruction) instead of the node's\n"+
+		"inputs is an image bag: each observation runs through the world model (-world, default the\n"+
+		"embedded tiny one) and its VideoKVCache and TextContext are fed to the node as a bag of them\n"+
+		"would be, seq k for observation k; the chunks are compared alike (`fastwam bag make -images`\n"+
+		"writes such a bag).")
 	var o replayOpts
 	fs.StringVar(&o.backend, "backend", params.BackendCPU, "step backend: cpu or htp")
 	fs.Float64Var(&o.minCos, "min-cos", replay.DefaultMinCosine, "gate: lowest cosine of a chunk to its recorded one")
@@ -69,6 +77,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	progressMode := progressFlag(fs, "for bags of more than 20 chunks")
 	o.cpu.register(fs.FlagSet)
 	o.htp.register(fs.FlagSet)
+	o.world.register(fs.FlagSet)
 	o.node.register(fs.FlagSet)
 	fs.Var(&o.files, "params-file", "ROS 2 params `FILE` (the robot's, as after --ros-args --params-file; repeatable, applied in order, before -p): the sections that select the node /<namespace>/fastwam_action_expert apply; its backend parameters (backend, cpu.*, htp.*), self_test.* and max_input_age do not, the replay's flags choose those")
 	o.stderr = stderr
@@ -124,7 +133,31 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
-	rec, err := replay.Scan(ctx, path, p.Topics)
+	images, err := newImageBagReader(worldmodel.LiberoFrame())
+	if err != nil {
+		return err
+	}
+	isImages, err := replay.IsImageBag(ctx, path, p.Topics, images)
+	if err != nil {
+		return err
+	}
+	var (
+		rec *replay.Recording
+		wm  *cliWorld
+	)
+	if isImages {
+		var cleanup func()
+		if wm, cleanup, err = o.world.open(ctx); err != nil {
+			return err
+		}
+		defer cleanup()
+		rec, err = replay.ScanImages(ctx, path, p.Topics, images, wm.Dims())
+	} else {
+		if set := worldFlagsSet(o.set); set != "" {
+			return usageError("-%s: bag %s holds the node's inputs, not camera images: the world model is not run", set, label)
+		}
+		rec, err = replay.Scan(ctx, path, p.Topics)
+	}
 	if err != nil {
 		return err
 	}
@@ -141,6 +174,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		Params: p, Backend: b, BackendInfo: desc,
 		MinCosine: o.minCos, MaxAbsErr: o.maxErr, ChunkTimeout: o.timeout,
 		Output: o.out, Logger: replay.NewLogger(stderr, o.node.verbose),
+	}
+	if wm != nil {
+		ro.World = wm
+		ro.BackendInfo = desc + "; world model " + wm.desc
 	}
 	ro.Progress, _ = progressOut(o.progress, stderr, rec.KVCount > progressAutoMin)
 	rep, runErr := replay.Run(ctx, rec, ro)

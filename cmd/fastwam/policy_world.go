@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/golden/tiny"
+	"github.com/fastwam/actionexpert/replay"
+	"github.com/fastwam/actionexpert/worldmodel"
+)
+
+// The files of a world-model folder (-world DIR), as golden/tiny/world
+// lays them out.
+const (
+	worldDiTFile   = "dit.safetensors"
+	worldVAEFile   = "vae.safetensors"
+	worldStatsFile = "dataset_stats.json"
+	worldTextDir   = "text"
+)
+
+// embeddedWorld names the embedded tiny world model in descriptions.
+const embeddedWorld = "embedded golden/tiny/world"
+
+// worldFlags choose the world model's files.
+type worldFlags struct {
+	dir, dit, vae, stats, statsKey, text string
+	blas                                 string
+}
+
+func (f *worldFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.dir, "world", "", "world model `DIR` holding "+worldDiTFile+" (video DiT + proprio encoder), "+worldVAEFile+", "+worldStatsFile+" and the text cache "+worldTextDir+"/ (default: the embedded tiny world model, golden/tiny/world)")
+	fs.StringVar(&f.dit, "dit", "", "world model: the video DiT weights (overrides -world's)")
+	fs.StringVar(&f.vae, "vae", "", "world model: the VAE encoder weights (overrides -world's)")
+	fs.StringVar(&f.stats, "stats", "", "world model: the checkpoint's dataset_stats.json (overrides -world's; also the actions.* statistics unless -p actions.stats_file names another)")
+	fs.StringVar(&f.statsKey, "stats-key", "default", "world model: the state key of the statistics")
+	fs.StringVar(&f.text, "text-cache", "", "world model: the text cache folder (overrides -world's)")
+	fs.StringVar(&f.blas, "world-blas", "auto", "world model: sgemm, auto, openblas or gonum")
+}
+
+// worldFlagsSet names the first world-model flag among set, "" for none.
+func worldFlagsSet(set map[string]bool) string {
+	for _, n := range []string{"world", "dit", "vae", "stats", "stats-key", "text-cache", "world-blas"} {
+		if set[n] {
+			return n
+		}
+	}
+	return ""
+}
+
+// cliWorld is the world model as the replay runs it: worldmodel.Model
+// behind replay.WorldModel, writing its K/V straight into the replay's
+// float32 buffers.
+type cliWorld struct {
+	m         *worldmodel.Model
+	frame     worldmodel.FrameConfig
+	desc      string // where its files come from
+	statsPath string
+}
+
+// Dims are the model's output sizes.
+func (w *cliWorld) Dims() replay.WorldDims {
+	d := w.m.Dims()
+	return replay.WorldDims{Layers: d.Layers, VideoTokens: d.VideoTokens, AttnWidth: d.Width, ContextTokens: d.ContextRows, TextDim: d.TextDim}
+}
+
+// Run runs the world model on obs into out, and reports its stage times.
+func (w *cliWorld) Run(ctx context.Context, obs *replay.Observation, out *replay.WorldOutput) error {
+	o := worldmodel.Output{
+		Keys: expert.TensorView{F32: out.Keys}, Values: expert.TensorView{F32: out.Values},
+		Context: out.Context, Mask: out.Mask,
+	}
+	if err := w.m.Run(ctx, worldmodel.Observation{Images: obs.Images, State: obs.State, Instruction: obs.Instruction}, &o); err != nil {
+		return err
+	}
+	t := o.Times
+	out.Stages = append(out.Stages,
+		replay.Stage{Name: "preprocess", Duration: t.Preprocess}, replay.Stage{Name: "vae", Duration: t.VAE},
+		replay.Stage{Name: "text", Duration: t.Text}, replay.Stage{Name: "proprio", Duration: t.Proprio},
+		replay.Stage{Name: "prefill", Duration: t.Prefill})
+	return nil
+}
+
+// open loads the world model: the files of -world (or the embedded tiny
+// model, extracted to a temporary folder that cleanup removes), each
+// replaced by its own flag when given.
+func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err error) {
+	cleanup = func() {}
+	dir, desc := f.dir, f.dir
+	if dir == "" {
+		if f.dit != "" && f.vae != "" && f.stats != "" && f.text != "" {
+			desc = "files given"
+		} else {
+			tmp, err := extractWorld()
+			if err != nil {
+				return nil, nil, err
+			}
+			cleanup = func() { os.RemoveAll(tmp) }
+			dir, desc = tmp, embeddedWorld
+		}
+	} else if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return nil, nil, usageError("-world %s: not a folder (want one holding %s, %s, %s and %s/)", dir, worldDiTFile, worldVAEFile, worldStatsFile, worldTextDir)
+	}
+	pick := func(flag, name string) string {
+		if flag != "" {
+			return flag
+		}
+		return filepath.Join(dir, name)
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	gemm, gemmName, err := cpu.PickGemm(f.blas, "", 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-world-blas %s: %w", f.blas, err)
+	}
+	statsPath := pick(f.stats, worldStatsFile)
+	frame := worldmodel.LiberoFrame()
+	m, err := worldmodel.LoadModel(ctx, worldmodel.ModelOptions{
+		DiTWeights: pick(f.dit, worldDiTFile), VAEWeights: pick(f.vae, worldVAEFile),
+		StateStats: statsPath, StateKey: f.statsKey,
+		TextCache: worldmodel.TextCache{Dir: pick(f.text, worldTextDir)},
+		Frame:     frame, Gemm: gemm,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("world model (%s): %w", desc, err)
+	}
+	d := m.Dims()
+	desc = fmt.Sprintf("%s (K/V [%d, 1, %d, %d], context [1, %d, %d], %s)", desc, d.Layers, d.VideoTokens, d.Width, d.ContextRows, d.TextDim, gemmName)
+	return &cliWorld{m: m, frame: frame, desc: desc, statsPath: statsPath}, cleanup, nil
+}
+
+// extractWorld copies the embedded tiny world model to a new temporary
+// folder and returns it.
+func extractWorld() (string, error) {
+	tmp, err := os.MkdirTemp("", "fastwam-world-*")
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", embeddedWorld, err)
+	}
+	src := tiny.WorldFS()
+	err = fs.WalkDir(src, "world", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, rerr := filepath.Rel("world", filepath.FromSlash(path))
+		if rerr != nil {
+			return rerr
+		}
+		dst := filepath.Join(tmp, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		data, err := fs.ReadFile(src, path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
+	})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("%s: %w", embeddedWorld, err)
+	}
+	return tmp, nil
+}
