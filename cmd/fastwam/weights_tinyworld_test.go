@@ -58,8 +58,8 @@ func readmeCommands(t *testing.T) [][]string {
 			cmds = append(cmds, append([]string{"weights", "make"}, shellWords(t, rest)...))
 		}
 	}
-	if len(cmds) != 5 {
-		t.Fatalf("README.md has %d weights make commands, want 5 (DiT, VAE, three text entries)", len(cmds))
+	if len(cmds) != 6 {
+		t.Fatalf("README.md has %d weights make commands, want 6 (DiT, VAE, four text entries)", len(cmds))
 	}
 	return cmds
 }
@@ -207,7 +207,7 @@ func TestTinyWorldAssets(t *testing.T) {
 	}
 
 	cache := worldmodel.TextCache{Dir: filepath.Join(tinyWorldDir, "text"), Rows: 128, Dim: tinyWorldConfig.TextDim, Encoder: tinyWorldEncoder}
-	for task, tokens := range map[string]int{"put the bowl on the plate": 14, "open the top drawer of the cabinet": 17, "turn on the stove": 11} {
+	for task, tokens := range map[string]int{"put the bowl on the plate": 14, "open the top drawer of the cabinet": 17, "turn on the stove": 11, "put the black bowl on the plate": 16} {
 		e, err := cache.Lookup(task)
 		if err != nil {
 			t.Fatal(err)
