@@ -82,6 +82,13 @@ func PlanHTP(h params.HTPParams) (HTPLayout, error) {
 		stats = append(stats, st)
 		l.Bytes += st.Size()
 	}
+	if l.Bytes > ProcessCeiling {
+		hint := ""
+		if same {
+			hint = fmt.Sprintf("; set \"htp.world_model\" to %q and run the world model in its own process", params.WorldModelOtherProcess)
+		}
+		return l, fmt.Errorf("the HTP binaries %q add up to %s, over the %s one process can map%s", l.Paths, gb(l.Bytes), gb(ProcessCeiling), hint)
+	}
 	lib, err := qnnrt.OpenSystem(qnnrt.Options{SystemPath: h.SystemLibrary})
 	if err != nil {
 		return l, fmt.Errorf("plan the HTP binaries: %w", err)
@@ -141,13 +148,6 @@ func PlanHTP(h params.HTPParams) (HTPLayout, error) {
 			return l, fmt.Errorf("the world model's graphs %q are not vae_encoder and prefill_0 .. prefill_k-1 without a gap (the chain found %q)", world, names)
 		}
 		l.WorldModel = names
-	}
-	if l.Bytes > ProcessCeiling {
-		hint := ""
-		if same {
-			hint = fmt.Sprintf("; set \"htp.world_model\" to %q and run the world model in its own process", params.WorldModelOtherProcess)
-		}
-		return l, fmt.Errorf("the HTP binaries %q add up to %s, over the %s one process can map%s", l.Paths, gb(l.Bytes), gb(ProcessCeiling), hint)
 	}
 	return l, nil
 }
