@@ -264,9 +264,9 @@ const (
 	WorldModelSameProcess  = "same_process"
 )
 
-// parsePaths splits a comma-separated list of paths, refusing empty
-// entries and duplicates.
-func parsePaths(s string) ([]string, error) {
+// ParsePaths splits htp.context_paths' comma-separated list of paths,
+// refusing empty entries and duplicates.
+func ParsePaths(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
@@ -511,7 +511,7 @@ func paramDefs() []paramDef {
 		integer("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)", 1, 5, func(p *Params) *int { return &p.HTP.LogLevel }),
 		boolean("htp.rpc_vote", "also send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call; off until verified on the device)", func(p *Params) *bool { return &p.HTP.RPCVote }),
 		{"htp.context_paths", kindString, "comma-separated further context binaries loaded in the same session (one spill-fill group): the split bundle's action_context and action_step_ctx, and with htp.world_model same_process the world model's vae_encoder and prefill_i", func(p *Params, v value) error {
-			ps, err := parsePaths(v.s)
+			ps, err := ParsePaths(v.s)
 			if err != nil {
 				return err
 			}
