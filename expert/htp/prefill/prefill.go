@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/x448/float16"
 
@@ -99,6 +100,7 @@ type Chain struct {
 	keysIdx []int // per range: output positions of video_keys
 	valsIdx []int
 	owned   bool      // lib and sess are the chain's own (New), not a host's (Attach)
+	f16     bool      // every range gives its K/V in F16: RunKV copies them as they are
 	scratch []float32 // the F32 staging of F16 K/V views (RunKV)
 }
 
@@ -299,6 +301,10 @@ func (c *Chain) check() error {
 		if len(g.Inputs()) != wantIn || len(g.Outputs()) != wantOut {
 			return fmt.Errorf("graph %q has %d inputs and %d outputs, want %d and %d", g.Name(), len(g.Inputs()), len(g.Outputs()), wantIn, wantOut)
 		}
+		outs := g.Outputs()
+		kt, vt := outs[g.OutputIndex(NameVideoKeys)].DataType, outs[g.OutputIndex(NameVideoValues)].DataType
+		f16 := kt == qnnrt.Float16 && vt == qnnrt.Float16
+		c.f16 = f16 && (i == 0 || c.f16)
 		c.layers = append(c.layers, int(k[0]))
 		c.keysIdx = append(c.keysIdx, g.OutputIndex(NameVideoKeys))
 		c.valsIdx = append(c.valsIdx, g.OutputIndex(NameVideoValues))
@@ -330,10 +336,11 @@ func (c *Chain) ImageLen() int { return c.imgLen }
 func (c *Chain) ContextLen() int { return c.ctxLen }
 
 // RunKV is Run into expert.TensorView buffers (both F32 or both F16), so
-// a Chain is a worldmodel.KVStage. F32 views are written by one pass per
-// range (ReadOutput's decode from the graph's output buffer: the one copy,
-// as qnnrt binds no output to caller memory); F16 views take a second
-// pass, through a staging buffer the chain keeps.
+// a Chain is a worldmodel.KVStage. qnnrt binds no output to caller
+// memory, so there is one copy from each graph's output buffer into the
+// caller's: F32 views take ReadOutput's decode; F16 views from F16 graphs
+// (the device's case) a byte copy (ReadOutputBytes); F16 views from other
+// graphs a second pass, through a staging buffer the chain keeps.
 func (c *Chain) RunKV(ctx context.Context, image, text []float32, keys, values expert.TensorView) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -348,6 +355,9 @@ func (c *Chain) RunKV(ctx context.Context, image, text []float32, keys, values e
 	if len(keys.F16) != n || len(values.F16) != n {
 		return fmt.Errorf("prefill: keys and values have %d and %d values, want %d each", len(keys.F16), len(values.F16), n)
 	}
+	if c.f16 {
+		return c.runF16(ctx, image, text, keys.F16, values.F16)
+	}
 	if len(c.scratch) != 2*n {
 		c.scratch = make([]float32, 2*n)
 	}
@@ -358,6 +368,28 @@ func (c *Chain) RunKV(ctx context.Context, image, text []float32, keys, values e
 	for i := range k {
 		keys.F16[i] = float16.Fromfloat32(k[i]).Bits()
 		values.F16[i] = float16.Fromfloat32(v[i]).Bits()
+	}
+	return nil
+}
+
+// runF16 runs the chain of F16 K/V outputs into F16 buffers: one byte
+// copy per output (qnnrt.Graph.ReadOutputBytes; QNN's F16 and the host's
+// uint16 are both little-endian on the targets). c.mu is held.
+func (c *Chain) runF16(ctx context.Context, image, text []float32, keys, values []uint16) error {
+	if err := c.execute(ctx, image, text); err != nil {
+		return err
+	}
+	asBytes := func(x []uint16) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x)) }
+	off := 0
+	for i, g := range c.ranges {
+		n := c.layers[i] * c.kvLen
+		if _, err := g.ReadOutputBytes(c.keysIdx[i], asBytes(keys[off:off+n])); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		if _, err := g.ReadOutputBytes(c.valsIdx[i], asBytes(values[off:off+n])); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		off += n
 	}
 	return nil
 }
@@ -387,15 +419,8 @@ func (c *Chain) run(ctx context.Context, image, text, keys, values []float32) er
 		return fmt.Errorf("prefill: keys and values have %d and %d values, want %d each (%d layers x %d)",
 			len(keys), len(values), c.KVLen(), c.KVLen()/max(c.kvLen, 1), c.kvLen)
 	}
-	if err := c.enc.SetInput(c.enc.InputIndex(NameImage), image); err != nil {
-		return fmt.Errorf("prefill: %w", err)
-	}
-	p0 := c.ranges[0]
-	if err := p0.SetInput(p0.InputIndex(NameContext), text); err != nil {
-		return fmt.Errorf("prefill: %w", err)
-	}
-	if _, err := c.sess.RunChain(ctx, append([]*qnnrt.Graph{c.enc}, c.ranges...)...); err != nil {
-		return fmt.Errorf("prefill: %w", err)
+	if err := c.execute(ctx, image, text); err != nil {
+		return err
 	}
 	off := 0
 	for i, g := range c.ranges {
@@ -407,6 +432,30 @@ func (c *Chain) run(ctx context.Context, image, text, keys, values []float32) er
 			return fmt.Errorf("prefill: %w", err)
 		}
 		off += n
+	}
+	return nil
+}
+
+// execute checks the sizes, sets the inputs and runs the chain; c.mu is
+// held.
+func (c *Chain) execute(ctx context.Context, image, text []float32) error {
+	switch {
+	case c.sess == nil:
+		return errors.New("prefill: chain is closed")
+	case len(image) != c.imgLen:
+		return fmt.Errorf("prefill: image has %d values, want %d", len(image), c.imgLen)
+	case len(text) != c.ctxLen:
+		return fmt.Errorf("prefill: context has %d values, want %d", len(text), c.ctxLen)
+	}
+	if err := c.enc.SetInput(c.enc.InputIndex(NameImage), image); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	p0 := c.ranges[0]
+	if err := p0.SetInput(p0.InputIndex(NameContext), text); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	if _, err := c.sess.RunChain(ctx, append([]*qnnrt.Graph{c.enc}, c.ranges...)...); err != nil {
+		return fmt.Errorf("prefill: %w", err)
 	}
 	return nil
 }
