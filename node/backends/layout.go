@@ -188,6 +188,20 @@ type HTPSet struct {
 // nil when it runs in another process.
 func (s *HTPSet) WorldModel() *prefill.Chain { return s.world }
 
+// Reload rebuilds the backend's session after a DSP subsystem restart
+// (htp.Backend.Reload) and the world model's chain on it.
+func (s *HTPSet) Reload(ctx context.Context) error {
+	if err := s.Backend.Reload(ctx); err != nil {
+		return err
+	}
+	if s.world != nil {
+		if err := s.world.Reattach(s.Backend.Session()); err != nil {
+			return fmt.Errorf("htp: reload: the world model's chain: %w", err)
+		}
+	}
+	return nil
+}
+
 // Close releases the world model's chain, then the backend and its
 // session.
 func (s *HTPSet) Close() error {

@@ -156,6 +156,18 @@ func TestHTPSetSameProcess(t *testing.T) {
 				out(ex[3], "action_context", "cross_keys") != in(ex[4], "action_step_ctx", "cross_keys") {
 				t.Error("a chained graph does not read its predecessor's output memory")
 			}
+			// After a reload the chain runs on the new session.
+			if err := set.Reload(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			image, text := randVec(r, wc.ImageLen()), randVec(r, wc.ContextLen())
+			keys, values := make([]float32, wc.KVLen()), make([]float32, wc.KVLen())
+			if err := wc.Run(t.Context(), image, text, keys, values); err != nil {
+				t.Fatalf("chain after Reload: %v", err)
+			}
+			if wk, _ := qnnfake.WorldModelExpected(qnnfake.WorldModelGraphs(qnnfake.DataTypeFloat32, worldDims), image, text); !slices.Equal(keys, wk) {
+				t.Error("chain after Reload: K differ from the double's arithmetic")
+			}
 			if err := set.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -100,6 +100,7 @@ type Chain struct {
 	keysIdx []int // per range: output positions of video_keys
 	valsIdx []int
 	owned   bool      // lib and sess are the chain's own (New), not a host's (Attach)
+	shared  bool      // links through rpcmem buffers (Options.SharedBuffers)
 	f16     bool      // every range gives its K/V in F16: RunKV copies them as they are
 	scratch []float32 // the F32 staging of F16 K/V views (RunKV)
 }
@@ -131,8 +132,9 @@ func New(ctx context.Context, o Options) (*Chain, error) {
 // every context then sits in that session's one spill-fill group). The
 // session must have retrieved vae_encoder and prefill_0 .. prefill_{k-1}
 // (GraphNames lists them). Close releases only the chain's links; the
-// session stays the host's, and the chain must not be used after the host
-// closes or reloads it.
+// session stays the host's. After the host rebuilds its session, Reattach
+// moves the chain to the new one; after the host closes it, the chain's
+// runs fail.
 func Attach(sess *qnnrt.Session, sharedBuffers bool) (*Chain, error) {
 	var infos []*qnnrt.ContextInfo
 	if sess != nil {
@@ -203,9 +205,34 @@ func (c *Chain) open(ctx context.Context, o Options) error {
 	return c.attach(names, o.SharedBuffers)
 }
 
+// Reattach rebuilds an attached chain (Attach) on the host's new session,
+// after the host rebuilt its own (htp.Backend.Reload after a DSP
+// restart). A chain opened with New has its own session and refuses.
+func (c *Chain) Reattach(sess *qnnrt.Session) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owned {
+		return errors.New("prefill: Reattach on a chain with its own session (New); only an attached one follows its host")
+	}
+	if sess == nil {
+		return errors.New("prefill: Reattach: no session")
+	}
+	names, err := GraphNames(sess.Infos())
+	if err != nil {
+		return err
+	}
+	c.sess, c.enc, c.ranges, c.layers, c.keysIdx, c.valsIdx = sess, nil, nil, nil, nil, nil
+	if err := c.attach(names, c.shared); err != nil {
+		c.sess = nil
+		return err
+	}
+	return nil
+}
+
 // attach finds the named graphs in c.sess, checks the contracts and links
 // them.
 func (c *Chain) attach(names []string, sharedBuffers bool) error {
+	c.shared = sharedBuffers
 	sess := c.sess
 	var err error
 	if c.enc, err = sess.Graph(EncoderGraph); err != nil {
