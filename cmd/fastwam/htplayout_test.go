@@ -81,3 +81,47 @@ func TestParityHTPSplitLayout(t *testing.T) {
 		t.Errorf("empty path in -context-paths: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestReplayHTPSplit replays the embedded regression bag on the split
+// bundle of the double (-context-paths): the backend line names the
+// layout, and the record shows one action_context per chunk followed by
+// its ten action_step_ctx steps. The double's chunks differ from the
+// recorded ones (exit 1), as for the monolithic graph.
+func TestReplayHTPSplit(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := expert.Dims{Layers: c.Layers, Heads: 2, HeadDim: c.AttnWidth / 2, VideoTokens: c.VideoTokens,
+		ContextTokens: c.ContextTokens, TextDim: c.TextDim, ActionTokens: c.ActionTokens, ActionDim: c.ActionDim}
+	dir := t.TempDir()
+	var paths []string
+	for _, g := range []qnnfake.Graph{qnnfake.ActionContextGraph(qnnfake.DataTypeFloat32, d), qnnfake.ActionStepCtxGraph(qnnfake.DataTypeFloat32, d)} {
+		p := filepath.Join(dir, g.Name+".bin")
+		if err := os.WriteFile(p, qnnfake.Binary{SocModel: 77, Arch: 73, BuildID: "fake-build", Graphs: []qnnfake.Graph{g}}.Marshal(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	code, out, stderr := runCmd(t, "replay", "-backend", "htp", "-context-paths", strings.Join(paths, ","), "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path)
+	if code != 1 || !strings.Contains(out, "backend  htp, split action graphs (action_context + action_step_ctx); world model in another process; 2 binaries") {
+		t.Fatalf("exit %d, want 1 (the double's chunks differ) with the split layout\n%s%s", code, out, stderr)
+	}
+	var chunks, steps int
+	for i, e := range lib.ExecuteRecords() {
+		switch e.Graph {
+		case "action_context":
+			if i != chunks*11 {
+				t.Fatalf("execute %d is action_context, want it every 11th (1 + 10 steps)", i)
+			}
+			chunks++
+		case "action_step_ctx":
+			steps++
+		}
+	}
+	if chunks == 0 || steps != 10*chunks {
+		t.Errorf("%d action_context and %d action_step_ctx executes, want 10 steps per chunk", chunks, steps)
+	}
+}
