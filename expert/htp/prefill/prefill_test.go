@@ -217,6 +217,13 @@ func TestRunKV(t *testing.T) {
 		if c.f16 != (dt == qnnfake.DataTypeFloat16) {
 			t.Errorf("data type %#x: f16 %v", dt, c.f16)
 		}
+		// qnnrt.Graph.ReadOutputBytes refuses a graph not yet run and a
+		// buffer of another size.
+		g0 := c.ranges[0]
+		size := g0.Outputs()[c.keysIdx[0]].Bytes()
+		if _, err := g0.ReadOutputBytes(c.keysIdx[0], make([]byte, size)); err == nil || !strings.Contains(err.Error(), "holds no result") {
+			t.Errorf("ReadOutputBytes before a run: %v", err)
+		}
 		r := rand.New(rand.NewPCG(9, uint64(dt)))
 		image, text := fill(r, c.ImageLen()), fill(r, c.ContextLen())
 		wk, wv := expectedKV(gs, image, text)
@@ -236,6 +243,9 @@ func TestRunKV(t *testing.T) {
 			if k16.F16[i] != float16.Fromfloat32(wk[i]).Bits() || v16.F16[i] != float16.Fromfloat32(wv[i]).Bits() {
 				t.Fatalf("data type %#x: F16 view value %d differs from the double's arithmetic", dt, i)
 			}
+		}
+		if _, err := g0.ReadOutputBytes(c.keysIdx[0], make([]byte, size-1)); err == nil || !strings.Contains(err.Error(), "bytes, want") {
+			t.Errorf("ReadOutputBytes into a short buffer: %v", err)
 		}
 		if err := c.RunKV(t.Context(), image, text, k32, v16); err == nil {
 			t.Error("mixed F32 and F16 views accepted")
