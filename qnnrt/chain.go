@@ -239,6 +239,35 @@ func (g *Graph) ReadOutput(i int, dst []float32) error {
 	return nil
 }
 
+// ReadOutputBytes copies output i, as the last successful execute left it,
+// into dst byte for byte in the output's own data type (which it
+// returns): len(dst) must be the output's size in bytes. It is the one
+// copy for a caller whose buffer already has the graph's type (an F16 K/V
+// hand-off slot fed by F16 graphs), without ReadOutput's float32 decode.
+func (g *Graph) ReadOutputBytes(i int, dst []byte) (DataType, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return 0, g.closedErr()
+	}
+	if i < 0 || i >= len(g.out) {
+		return 0, fmt.Errorf("qnnrt: graph %q has no output %d (it has %d)", g.info.Name, i, len(g.out))
+	}
+	t := g.out[i]
+	if len(dst) != t.info.Bytes() {
+		return 0, fmt.Errorf("qnnrt: graph %q output %q: buffer has %d bytes, want %d (%s %s)", g.info.Name, t.info.Name, len(dst), t.info.Bytes(), t.info.DataType, t.info.Shape())
+	}
+	g.s.execMu.Lock()
+	written := t.written
+	g.s.execMu.Unlock()
+	if !written {
+		return 0, fmt.Errorf("qnnrt: graph %q output %q holds no result: the graph has not executed successfully", g.info.Name, t.info.Name)
+	}
+	copy(dst, unsafe.Slice((*byte)(t.buf), len(dst)))
+	g.stats.BytesRead += uint64(len(dst))
+	return t.info.DataType, nil
+}
+
 // OutputAddress returns the address of output i's buffer, for tests and
 // diagnostics that check where a chain's tensors live.
 func (g *Graph) OutputAddress(i int) (uintptr, error) {

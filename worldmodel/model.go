@@ -24,6 +24,52 @@ type ModelOptions struct {
 	Frame FrameConfig
 	// Gemm computes the products; nil means cpu.PickGemm("auto", "", 0).
 	Gemm cpu.Gemm
+	// KV, when not nil, computes the video K/V from the image tensor and
+	// the context instead of the CPU VAE and DiT (for example the HTP
+	// graph chain, expert/htp/prefill.Chain). VAEWeights is then not
+	// read; DiTWeights still gives the sizes and the proprio encoder.
+	// The caller keeps KV open while the Model is in use and closes it.
+	KV KVStage
+}
+
+// KVStage is the part of Run that turns the preprocessed image tensor
+// ([3, H, W]) and the assembled context ([L, T]) into the per-layer video
+// K and V ([N, 1, Sv, A] each): the CPU VAE and DiT, or an accelerator's
+// graphs. LoadModel checks its sizes against the model's.
+type KVStage interface {
+	// ImageLen, ContextLen and KVLen are the values RunKV's image,
+	// context, keys and values must hold.
+	ImageLen() int
+	ContextLen() int
+	KVLen() int
+	// RunKV writes keys and values (both F32 or both F16). A cancelled
+	// ctx may leave them partly written.
+	RunKV(ctx context.Context, image, context []float32, keys, values expert.TensorView) error
+}
+
+// cpuKV is the CPU KVStage: the VAE encoder, then the DiT prefill.
+type cpuKV struct {
+	imgLen int
+	vae    *VAEEncoder
+	dit    *DiT
+	latent []float32
+	vaeDur time.Duration // the last run's VAE time
+}
+
+func (c *cpuKV) ImageLen() int   { return c.imgLen }
+func (c *cpuKV) ContextLen() int { return c.dit.size.ContextRows * c.dit.cfg.TextDim }
+func (c *cpuKV) KVLen() int      { return c.dit.KVLen() }
+
+func (c *cpuKV) RunKV(ctx context.Context, image, cond []float32, keys, values expert.TensorView) error {
+	t0 := time.Now()
+	if err := c.vae.Encode(c.latent, image); err != nil {
+		return err
+	}
+	c.vaeDur = time.Since(t0)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.dit.Prefill(ctx, c.latent, cond, keys, values)
 }
 
 // Observation is one cycle's input: the camera images in the frame
@@ -36,7 +82,9 @@ type Observation struct {
 	Instruction string
 }
 
-// StageTimes are the wall-clock durations of one Run's stages.
+// StageTimes are the wall-clock durations of one Run's stages. With a
+// ModelOptions.KV stage, Prefill is the whole stage (VAE graph and
+// prefill chain) and VAE is zero.
 type StageTimes struct {
 	Preprocess, VAE, Text, Proprio, Prefill time.Duration
 }
@@ -55,20 +103,21 @@ type Output struct {
 	Times StageTimes
 }
 
-// Model is the whole world model on the CPU (world-model.md §0): camera
+// Model is the whole world model (world-model.md §0), on the CPU or with
+// its K/V stage on an accelerator (ModelOptions.KV): camera
 // images, proprio state and instruction to the video K/V cache, the
 // context and its mask, as the action expert's chunk needs them. A Model
 // is not safe for concurrent use.
 type Model struct {
 	pre   *Preprocessor
-	vae   *VAEEncoder
+	kv    KVStage // the CPU VAE and DiT (*cpuKV) or ModelOptions.KV
 	dit   *DiT
 	norm  *StateNormalizer
 	cache TextCache
 
-	image, latent, pnorm, row []float32
-	instr                     string     // the instruction of text
-	text                      *TextEntry // nil until the first Run
+	image, pnorm, row []float32
+	instr             string     // the instruction of text
+	text              *TextEntry // nil until the first Run
 }
 
 // LoadModel reads every part named by opts and sizes the model for the
@@ -101,14 +150,6 @@ func LoadModel(ctx context.Context, opts ModelOptions) (*Model, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	vw, err := LoadVAEWeights(opts.VAEWeights)
-	if err != nil {
-		return nil, err
-	}
-	vae, err := NewVAEEncoder(vw, fh, fw, opts.Gemm)
-	if err != nil {
-		return nil, err
-	}
 	key := opts.StateKey
 	if key == "" {
 		key = "default"
@@ -131,11 +172,34 @@ func LoadModel(ctx context.Context, opts ModelOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Model{
-		pre: pre, vae: vae, dit: dit, norm: norm, cache: tc,
-		image: make([]float32, 3*fw*fh), latent: make([]float32, LatentChannels*(fh/16)*(fw/16)),
+	kv := opts.KV
+	if kv == nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		vw, err := LoadVAEWeights(opts.VAEWeights)
+		if err != nil {
+			return nil, err
+		}
+		vae, err := NewVAEEncoder(vw, fh, fw, opts.Gemm)
+		if err != nil {
+			return nil, err
+		}
+		kv = &cpuKV{imgLen: 3 * fw * fh, vae: vae, dit: dit, latent: make([]float32, LatentChannels*(fh/16)*(fw/16))}
+	}
+	m := &Model{
+		pre: pre, kv: kv, dit: dit, norm: norm, cache: tc,
+		image: make([]float32, 3*fw*fh),
 		pnorm: make([]float32, c.ProprioDim), row: make([]float32, c.TextDim),
-	}, nil
+	}
+	d := m.Dims()
+	if kv.ImageLen() != len(m.image) || kv.ContextLen() != d.ContextRows*d.TextDim || kv.KVLen() != d.Layers*d.VideoTokens*d.Width {
+		return nil, fmt.Errorf("worldmodel: the K/V stage takes an image of %d values and a context of %d and gives K/V of %d each; "+
+			"the model needs %d (3 × %d × %d), %d (%d × %d) and %d (%d layers × %d tokens × %d)",
+			kv.ImageLen(), kv.ContextLen(), kv.KVLen(), len(m.image), fh, fw, d.ContextRows*d.TextDim, d.ContextRows, d.TextDim,
+			d.Layers*d.VideoTokens*d.Width, d.Layers, d.VideoTokens, d.Width)
+	}
+	return m, nil
 }
 
 // Dims are the sizes of a Model's outputs.
@@ -212,13 +276,6 @@ func (m *Model) Run(ctx context.Context, obs Observation, out *Output) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := m.vae.Encode(m.latent, m.image); err != nil {
-		return err
-	}
-	t3 := time.Now()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if err := ProprioToken(m.row, m.dit.w.ProprioW, m.dit.w.ProprioB, m.pnorm); err != nil {
 		return err
 	}
@@ -226,12 +283,15 @@ func (m *Model) Run(ctx context.Context, obs Observation, out *Output) error {
 		return err
 	}
 	ContextMask(out.Mask)
-	t4 := time.Now()
-	if err := m.dit.Prefill(ctx, m.latent, out.Context, out.Keys, out.Values); err != nil {
+	t3 := time.Now()
+	if err := m.kv.RunKV(ctx, m.image, out.Context, out.Keys, out.Values); err != nil {
 		return err
 	}
-	t5 := time.Now()
-	out.Times = StageTimes{Text: t1.Sub(t0), Preprocess: t2.Sub(t1), VAE: t3.Sub(t2), Proprio: t4.Sub(t3), Prefill: t5.Sub(t4)}
+	t4 := time.Now()
+	out.Times = StageTimes{Text: t1.Sub(t0), Preprocess: t2.Sub(t1), Proprio: t3.Sub(t2), Prefill: t4.Sub(t3)}
+	if c, ok := m.kv.(*cpuKV); ok {
+		out.Times.VAE, out.Times.Prefill = c.vaeDur, out.Times.Prefill-c.vaeDur
+	}
 	out.Valid = true
 	return nil
 }

@@ -66,6 +66,10 @@ func htpBindings(f *htpFlags) []binding {
 		str("htp.system_library", "system-lib", &f.systemLib, func(p *params.Params) *string { return &p.HTP.SystemLibrary }),
 		str("htp.rpcmem_library", "rpcmem-lib", &f.rpcmemLib, func(p *params.Params) *string { return &p.HTP.RPCMemLibrary }),
 		str("htp.performance_mode", "perf", &f.perf, func(p *params.Params) *string { return &p.HTP.PerformanceMode }),
+		{"htp.context_paths", "context-paths", func() string { return f.paths },
+			func(p *params.Params) string { return strings.Join(p.HTP.ContextPaths, ",") },
+			func(p *params.Params) { f.paths = strings.Join(p.HTP.ContextPaths, ",") }},
+		str("htp.world_model", "world-model", &f.worldModel, func(p *params.Params) *string { return &p.HTP.WorldModel }),
 		{"htp.shared_buffers", "shared-buffers", func() string { return strconv.FormatBool(f.shared) },
 			func(p *params.Params) string { return strconv.FormatBool(p.HTP.SharedBuffers) },
 			func(p *params.Params) { f.shared = p.HTP.SharedBuffers }},
@@ -87,6 +91,10 @@ func seedParams(p *params.Params, c *cpuFlags, h *htpFlags) {
 		p.HTP.ContextBinary, p.HTP.GraphName = h.context, h.graph
 		p.HTP.BackendLibrary, p.HTP.SystemLibrary, p.HTP.RPCMemLibrary = h.backendLib, h.systemLib, h.rpcmemLib
 		p.HTP.PerformanceMode, p.HTP.SharedBuffers = h.perf, h.shared
+		p.HTP.WorldModel = h.worldModel
+		if ps, err := params.ParsePaths(h.paths); err == nil {
+			p.HTP.ContextPaths = ps // a malformed list is refused when the backend opens
+		}
 	}
 }
 

@@ -14,12 +14,16 @@ import (
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/htp"
+	"github.com/fastwam/actionexpert/node/backends"
+	"github.com/fastwam/actionexpert/node/params"
 	"github.com/fastwam/actionexpert/qnnrt"
 )
 
 // htpFlags are the HTP backend's options, as flags.
 type htpFlags struct {
 	context    string
+	paths      string // comma-separated further binaries (htp.context_paths)
+	worldModel string // htp.world_model
 	graph      string
 	backendLib string
 	systemLib  string
@@ -37,6 +41,8 @@ type htpFlags struct {
 func (f *htpFlags) register(fs *flag.FlagSet) {
 	f.stderr = fs.Output()
 	fs.StringVar(&f.context, "context", "", "HTP backend: the action_step context binary (ctx/action_step.bin of the bundle)")
+	fs.StringVar(&f.paths, "context-paths", "", "HTP backend: comma-separated further context binaries loaded in the same session (one spill-fill group): the split bundle's action_context and action_step_ctx, and with -world-model same_process the world model's vae_encoder and prefill_i (htp.context_paths)")
+	fs.StringVar(&f.worldModel, "world-model", params.WorldModelOtherProcess, "HTP backend: where the world model's graphs run, other_process or same_process (their contexts then resident in this process's session, within its ~6.5 GB; this command still reads the K/V from its input) (htp.world_model)")
 	fs.StringVar(&f.graph, "graph", htp.DefaultGraphName, "HTP backend: graph name inside the context binary")
 	fs.StringVar(&f.backendLib, "backend-lib", qnnrt.DefaultBackendLib, "HTP backend: QNN backend library (path or soname)")
 	fs.StringVar(&f.systemLib, "system-lib", qnnrt.DefaultSystemLib, "QNN system library (path or soname)")
@@ -62,8 +68,20 @@ func qnnLogWriter(w io.Writer) func(qnnrt.LogLine) {
 }
 
 func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
-	if f.context == "" {
-		return nil, "", usageError("-backend htp needs -context <action_step context binary>")
+	paths, err := params.ParsePaths(f.paths)
+	if err != nil {
+		return nil, "", usageError("-context-paths: %v", err)
+	}
+	if f.context == "" && len(paths) == 0 {
+		return nil, "", usageError("-backend htp needs -context <action_step context binary> (or -context-paths with the split bundle's binaries)")
+	}
+	if f.worldModel != params.WorldModelOtherProcess && f.worldModel != params.WorldModelSameProcess {
+		return nil, "", usageError("-world-model %q: want %s or %s", f.worldModel, params.WorldModelOtherProcess, params.WorldModelSameProcess)
+	}
+	layout, err := backends.PlanHTP(params.HTPParams{ContextBinary: f.context, ContextPaths: paths, WorldModel: f.worldModel,
+		GraphName: f.graph, SystemLibrary: f.systemLib})
+	if err != nil {
+		return nil, "", withLoadHint(err)
 	}
 	mode, err := qnnrt.ParsePerfMode(f.perf)
 	if err != nil {
@@ -74,7 +92,7 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(f.stderr, "htp: "+format+"\n", args...) }
 	b, err := htp.New(ctx, htp.Options{
-		ContextPath: f.context, GraphName: f.graph,
+		ContextPaths: layout.Paths, CoGraphs: layout.WorldModel, GraphName: f.graph,
 		BackendLib: f.backendLib, SystemLib: f.systemLib, RPCMemLib: f.rpcmemLib,
 		ADSPLibraryPath: f.adspPath, PerfMode: mode, Profiling: f.profile,
 		SharedBuffers: f.shared, LogLevel: f.logLevel, Logf: logf, HeadDim: f.headDim,
@@ -87,7 +105,11 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if b.SharedBuffers() {
 		buffers = "shared rpcmem buffers"
 	}
-	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", f.context, b.PerfStatus(), buffers), nil
+	where := strings.Join(layout.Paths, ", ")
+	if len(layout.Paths) > 1 || layout.Split {
+		where = layout.String()
+	}
+	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", where, b.PerfStatus(), buffers), nil
 }
 
 // htpTimed exposes the HTP backend's profiled execute times to parity.

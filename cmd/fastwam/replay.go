@@ -272,8 +272,8 @@ func (o *replayOpts) params(rec *replay.Recording) (params.Params, error) {
 	if err := adoptParams("this replay", &p, names, o.set, append(cpuBindings(&o.cpu), htpBindings(&o.htp)...)); err != nil {
 		return params.Params{}, err
 	}
-	if o.backend == params.BackendHTP && p.HTP.ContextBinary == "" {
-		return params.Params{}, usageError("-backend htp needs -context <action_step context binary> (or -p htp.context_binary:=...)")
+	if o.backend == params.BackendHTP && p.HTP.ContextBinary == "" && len(p.HTP.ContextPaths) == 0 {
+		return params.Params{}, usageError("-backend htp needs -context <action_step context binary> (or -p htp.context_binary:=..., or -context-paths with the split bundle's binaries)")
 	}
 	if rec != nil && o.backend == params.BackendCPU {
 		if err := checkInputSizes(&p, rec.VideoTokens(), rec.ContextTokens(), "the bag's inputs"); err != nil {

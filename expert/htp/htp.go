@@ -82,6 +82,12 @@ type Options struct {
 	ContextPaths []string
 	// GraphName is the monolithic graph to run. Default DefaultGraphName.
 	GraphName string
+	// CoGraphs names further graphs of the binaries for the session to
+	// retrieve alongside the action graphs, for another component to run
+	// on Session() (the world model's chain when it shares the process,
+	// prefill.Attach), so that every context is in one spill-fill group.
+	// Reload rebuilds the session: such a component must then be rebuilt.
+	CoGraphs []string
 	// BackendLib, SystemLib and RPCMemLib are the QNN backend, QNN system
 	// and rpcmem libraries (paths or names for the loader); empty means
 	// qnnrt's defaults (libQnnHtp.so, libQnnSystem.so, libcdsprpc.so).
@@ -254,6 +260,14 @@ func (b *Backend) contract() error {
 	return nil
 }
 
+// Session returns the backend's resident session (nil once closed), on
+// which Options.CoGraphs' graphs may be run. It is replaced by Reload.
+func (b *Backend) Session() *qnnrt.Session {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sess
+}
+
 // Split reports whether the backend runs the split bundle (action_context
 // once per chunk, action_step_ctx per step).
 func (b *Backend) Split() bool { return b.split }
@@ -270,7 +284,7 @@ func (b *Backend) open(ctx context.Context) error {
 	sess, err := b.lib.NewSession(ctx, qnnrt.SessionOptions{
 		ContextPath:  o.ContextPath,
 		ContextPaths: o.ContextPaths,
-		Graphs:       graphs,
+		Graphs:       append(slices.Clip(graphs), o.CoGraphs...),
 		Expect:       expect,
 		PerfMode:     o.PerfMode,
 		Profiling:    o.Profiling,

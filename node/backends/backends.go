@@ -24,31 +24,50 @@ import (
 func Open(ctx context.Context, p params.Params, log node.Logger) (expert.Backend, error) {
 	switch p.Backend {
 	case params.BackendHTP:
-		return OpenHTP(ctx, p.HTP, log)
+		s, err := OpenHTPSet(ctx, p.HTP, log)
+		if err != nil {
+			return nil, err
+		}
+		if log != nil {
+			log.Infof("HTP layout: %s", s.Layout)
+		}
+		return s, nil
 	case params.BackendCPU:
 		return OpenCPU(ctx, p.CPU)
 	}
 	return nil, fmt.Errorf("backends: unknown backend %q (want %q or %q)", p.Backend, params.BackendHTP, params.BackendCPU)
 }
 
-// OpenHTP loads the context binary and holds the configured performance
-// vote until the backend is closed. The QNN library logs at h.LogLevel to
-// log: ERROR to Errorf, WARN to Warnf, INFO to Infof, VERBOSE and DEBUG to
-// Debugf, each prefixed "qnn: ".
+// OpenHTP loads the context binaries (htp.context_binary and
+// htp.context_paths, planned by PlanHTP) and holds the configured
+// performance vote until the backend is closed. The QNN library logs at
+// h.LogLevel to log: ERROR to Errorf, WARN to Warnf, INFO to Infof,
+// VERBOSE and DEBUG to Debugf, each prefixed "qnn: ". With htp.world_model
+// same_process the world model's contexts are loaded too but not used:
+// OpenHTPSet gives their chain.
 func OpenHTP(ctx context.Context, h params.HTPParams, log node.Logger) (*htp.Backend, error) {
+	s, err := OpenHTPSet(ctx, h, log)
+	if err != nil {
+		return nil, err
+	}
+	return s.Backend, nil
+}
+
+// htpOptions converts h to the backend's options (the binaries aside).
+func htpOptions(h params.HTPParams, log node.Logger) (htp.Options, error) {
 	mode, err := qnnrt.ParsePerfMode(h.PerformanceMode)
 	if err != nil {
-		return nil, fmt.Errorf("parameter \"htp.performance_mode\": %w", err)
+		return htp.Options{}, fmt.Errorf("parameter \"htp.performance_mode\": %w", err)
 	}
 	if h.LogLevel < int(qnnrt.LogError) || h.LogLevel > int(qnnrt.LogDebug) {
-		return nil, fmt.Errorf("parameter \"htp.log_level\" is %d; want 1 (error) to 5 (debug)", h.LogLevel)
+		return htp.Options{}, fmt.Errorf("parameter \"htp.log_level\" is %d; want 1 (error) to 5 (debug)", h.LogLevel)
 	}
 	var logf func(string, ...any)
 	var sink func(qnnrt.LogLine)
 	if log != nil {
 		logf, sink = log.Warnf, QNNLogSink(log)
 	}
-	b, err := htp.New(ctx, htp.Options{
+	return htp.Options{
 		ContextPath:   h.ContextBinary,
 		GraphName:     h.GraphName,
 		BackendLib:    h.BackendLibrary,
@@ -60,11 +79,7 @@ func OpenHTP(ctx context.Context, h params.HTPParams, log node.Logger) (*htp.Bac
 		LogSink:       sink,
 		RPCVote:       h.RPCVote,
 		Logf:          logf,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open HTP backend: %w", err)
-	}
-	return b, nil
+	}, nil
 }
 
 // QNNLogSink routes QNN log lines to log by level: ERROR to Errorf, WARN

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -245,6 +246,42 @@ type HTPParams struct {
 	SharedBuffers   bool   // zero-copy rpcmem inputs when available
 	LogLevel        int    // QNN library log level, 1 (error) to 5 (debug); its lines go to the node's logger
 	RPCVote         bool   // send the RPC options of the performance vote (control latency, polling time)
+	// ContextPaths are further binaries of the bundle, loaded in the same
+	// session (one spill-fill group): the split bundle's action_context
+	// and action_step_ctx and, with WorldModel WorldModelSameProcess, the
+	// world model's vae_encoder and prefill_0 .. prefill_{k-1}.
+	ContextPaths []string
+	// WorldModel says where the world model's graphs run:
+	// WorldModelOtherProcess (its own node, K/V through the hand-off) or
+	// WorldModelSameProcess (in this process's session). The device's
+	// per-process ceiling (about 6.5 GB of contexts mapped) decides it.
+	WorldModel string
+}
+
+// The process layouts of htp.world_model.
+const (
+	WorldModelOtherProcess = "other_process"
+	WorldModelSameProcess  = "same_process"
+)
+
+// ParsePaths splits htp.context_paths' comma-separated list of paths,
+// refusing empty entries and duplicates.
+func ParsePaths(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			return nil, fmt.Errorf("must be comma-separated paths, got an empty one in %q", s)
+		}
+		if slices.Contains(out, f) {
+			return nil, fmt.Errorf("names %q twice", f)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // CPUParams configures the pure-Go CPU backend.
@@ -336,6 +373,7 @@ func Default() Params {
 			SharedBuffers:   true,
 			LogLevel:        2,
 			RPCVote:         false,
+			WorldModel:      WorldModelOtherProcess,
 		},
 		Steps:         10,
 		Shift:         5,
@@ -472,6 +510,21 @@ func paramDefs() []paramDef {
 		boolean("htp.shared_buffers", "use zero-copy rpcmem buffers for the inputs", func(p *Params) *bool { return &p.HTP.SharedBuffers }),
 		integer("htp.log_level", "QNN library log level: 1 error, 2 warn, 3 info, 4 verbose, 5 debug (its lines go to the node's log)", 1, 5, func(p *Params) *int { return &p.HTP.LogLevel }),
 		boolean("htp.rpc_vote", "also send the RPC control-latency and polling-time options of the performance vote (their own setPowerConfig call; off until verified on the device)", func(p *Params) *bool { return &p.HTP.RPCVote }),
+		{"htp.context_paths", kindString, "comma-separated further context binaries loaded in the same session (one spill-fill group): the split bundle's action_context and action_step_ctx, and with htp.world_model same_process the world model's vae_encoder and prefill_i", func(p *Params, v value) error {
+			ps, err := ParsePaths(v.s)
+			if err != nil {
+				return err
+			}
+			p.HTP.ContextPaths = ps
+			return nil
+		}, func(p *Params) any { return strings.Join(p.HTP.ContextPaths, ",") }},
+		{"htp.world_model", kindString, "where the world model's graphs run: other_process (its own node, K/V through the hand-off) or same_process (in this node's QNN session, its binaries in htp.context_paths); a process maps about 6.5 GB of contexts at most", func(p *Params, v value) error {
+			if v.s != WorldModelOtherProcess && v.s != WorldModelSameProcess {
+				return fmt.Errorf("must be %q or %q, got %q", WorldModelOtherProcess, WorldModelSameProcess, v.s)
+			}
+			p.HTP.WorldModel = v.s
+			return nil
+		}, func(p *Params) any { return p.HTP.WorldModel }},
 		str("cpu.weights", "path of the action expert's safetensors weights", func(p *Params) *string { return &p.CPU.Weights }),
 		integer("cpu.threads", "worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one per CPU)", 0, 1024, func(p *Params) *int { return &p.CPU.Threads }),
 		integer("cpu.video_tokens", "cached video tokens per layer the CPU backend accepts (0 = from the weights' config, else 98)", 0, 1<<20, func(p *Params) *int { return &p.CPU.VideoTokens }),
@@ -788,8 +841,11 @@ func nodeNameOr(fqn string) string {
 func (p *Params) ValidateAs(fqn string) error {
 	switch p.Backend {
 	case BackendHTP:
-		if p.HTP.ContextBinary == "" {
-			return fmt.Errorf("parameter \"htp.context_binary\" must name the context binary when backend is %q", BackendHTP)
+		if p.HTP.ContextBinary == "" && len(p.HTP.ContextPaths) == 0 {
+			return fmt.Errorf("parameter \"htp.context_binary\" (or \"htp.context_paths\") must name the context binary when backend is %q", BackendHTP)
+		}
+		if slices.Contains(p.HTP.ContextPaths, p.HTP.ContextBinary) {
+			return fmt.Errorf("parameter \"htp.context_paths\" names %q, which is already \"htp.context_binary\"", p.HTP.ContextBinary)
 		}
 	case BackendCPU:
 		if p.CPU.Weights == "" {

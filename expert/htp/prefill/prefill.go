@@ -16,8 +16,11 @@
 // vae_encoder's latent feeds prefill_0's, prefill_0's ctx_v feeds every
 // later range's, and each range's hidden_out the next one's hidden.
 //
-// This is the interface the world model's HTP backend needs (Runner); the
-// world model itself (worldmodel.Model) plugs it in once merged.
+// A Chain is the world model's HTP K/V stage: worldmodel.ModelOptions.KV
+// takes it (RunKV). New opens the chain in its own session (the world
+// model in a process of its own); Attach builds it on the action expert's
+// session when both share a process, so that every context is in one
+// spill-fill group.
 package prefill
 
 import (
@@ -27,7 +30,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
+	"github.com/x448/float16"
+
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/qnnrt"
 )
 
@@ -92,6 +99,10 @@ type Chain struct {
 	ctxLen  int
 	keysIdx []int // per range: output positions of video_keys
 	valsIdx []int
+	owned   bool      // lib and sess are the chain's own (New), not a host's (Attach)
+	shared  bool      // links through rpcmem buffers (Options.SharedBuffers)
+	f16     bool      // every range gives its K/V in F16: RunKV copies them as they are
+	scratch []float32 // the F32 staging of F16 K/V views (RunKV)
 }
 
 var _ Runner = (*Chain)(nil)
@@ -109,37 +120,80 @@ func New(ctx context.Context, o Options) (*Chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefill: %w", err)
 	}
-	c := &Chain{lib: lib}
+	c := &Chain{lib: lib, owned: true}
 	if err := c.open(ctx, o); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	return c, nil
 }
 
-func (c *Chain) open(ctx context.Context, o Options) error {
-	c.sess = nil
-	names := []string{EncoderGraph}
+// Attach builds the chain on a session another component opened and
+// owns (the action expert's, when the world model shares its process:
+// every context then sits in that session's one spill-fill group). The
+// session must have retrieved vae_encoder and prefill_0 .. prefill_{k-1}
+// (GraphNames lists them). Close releases only the chain's links; the
+// session stays the host's. After the host rebuilds its session, Reattach
+// moves the chain to the new one; after the host closes it, the chain's
+// runs fail.
+func Attach(sess *qnnrt.Session, sharedBuffers bool) (*Chain, error) {
+	var infos []*qnnrt.ContextInfo
+	if sess != nil {
+		infos = sess.Infos()
+	}
+	names, err := GraphNames(infos)
+	if err != nil {
+		return nil, err
+	}
+	c := &Chain{sess: sess}
+	if err := c.attach(names, sharedBuffers); err != nil {
+		c.sess = nil
+		return nil, err
+	}
+	return c, nil
+}
+
+// GraphNames returns the world model's graphs the binaries hold, in chain
+// order (vae_encoder, prefill_0, prefill_1, ...), or an error naming what
+// is missing.
+func GraphNames(infos []*qnnrt.ContextInfo) ([]string, error) {
 	found := map[string]bool{}
-	for _, p := range o.ContextPaths {
-		info, err := c.lib.ReadContextInfo(p)
-		if err != nil {
-			return fmt.Errorf("prefill: %w", err)
-		}
+	var paths []string
+	for _, info := range infos {
+		paths = append(paths, info.Path)
 		for _, g := range info.GraphNames() {
 			found[g] = true
 		}
 	}
 	if !found[EncoderGraph] {
-		return fmt.Errorf("prefill: no binary of %q holds %q", o.ContextPaths, EncoderGraph)
+		return nil, fmt.Errorf("prefill: no binary of %q holds %q", paths, EncoderGraph)
 	}
+	names := []string{EncoderGraph}
 	for i := 0; found[fmt.Sprintf("%s%d", PrefillPrefix, i)]; i++ {
 		if i == maxRanges {
-			return fmt.Errorf("prefill: more than %d prefill ranges", maxRanges)
+			return nil, fmt.Errorf("prefill: more than %d prefill ranges", maxRanges)
 		}
 		names = append(names, fmt.Sprintf("%s%d", PrefillPrefix, i))
 	}
 	if len(names) == 1 {
-		return fmt.Errorf("prefill: no binary of %q holds %s0", o.ContextPaths, PrefillPrefix)
+		return nil, fmt.Errorf("prefill: no binary of %q holds %s0", paths, PrefillPrefix)
+	}
+	return names, nil
+}
+
+func (c *Chain) open(ctx context.Context, o Options) error {
+	c.sess = nil
+	var infos []*qnnrt.ContextInfo
+	for _, p := range o.ContextPaths {
+		info, err := c.lib.ReadContextInfo(p)
+		if err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		info.Path = p
+		infos = append(infos, info)
+	}
+	names, err := GraphNames(infos)
+	if err != nil {
+		return err
 	}
 	sess, err := c.lib.NewSession(ctx, qnnrt.SessionOptions{
 		ContextPaths: o.ContextPaths, Graphs: names, PerfMode: o.PerfMode, LogLevel: o.LogLevel,
@@ -148,6 +202,39 @@ func (c *Chain) open(ctx context.Context, o Options) error {
 		return fmt.Errorf("prefill: %w", err)
 	}
 	c.sess = sess
+	return c.attach(names, o.SharedBuffers)
+}
+
+// Reattach rebuilds an attached chain (Attach) on the host's new session,
+// after the host rebuilt its own (htp.Backend.Reload after a DSP
+// restart). A chain opened with New has its own session and refuses.
+func (c *Chain) Reattach(sess *qnnrt.Session) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owned {
+		return errors.New("prefill: Reattach on a chain with its own session (New); only an attached one follows its host")
+	}
+	if sess == nil {
+		return errors.New("prefill: Reattach: no session")
+	}
+	names, err := GraphNames(sess.Infos())
+	if err != nil {
+		return err
+	}
+	c.sess, c.enc, c.ranges, c.layers, c.keysIdx, c.valsIdx = sess, nil, nil, nil, nil, nil
+	if err := c.attach(names, c.shared); err != nil {
+		c.sess = nil
+		return err
+	}
+	return nil
+}
+
+// attach finds the named graphs in c.sess, checks the contracts and links
+// them.
+func (c *Chain) attach(names []string, sharedBuffers bool) error {
+	c.shared = sharedBuffers
+	sess := c.sess
+	var err error
 	if c.enc, err = sess.Graph(EncoderGraph); err != nil {
 		return fmt.Errorf("prefill: %w", err)
 	}
@@ -162,7 +249,7 @@ func (c *Chain) open(ctx context.Context, o Options) error {
 		return fmt.Errorf("prefill: %w", err)
 	}
 	link := func(src *qnnrt.Graph, out string, dst *qnnrt.Graph, in string) error {
-		if o.SharedBuffers {
+		if sharedBuffers {
 			_, err := sess.LinkShared(src, out, dst, in) // false: a RAW link, reported once
 			return err
 		}
@@ -241,6 +328,10 @@ func (c *Chain) check() error {
 		if len(g.Inputs()) != wantIn || len(g.Outputs()) != wantOut {
 			return fmt.Errorf("graph %q has %d inputs and %d outputs, want %d and %d", g.Name(), len(g.Inputs()), len(g.Outputs()), wantIn, wantOut)
 		}
+		outs := g.Outputs()
+		kt, vt := outs[g.OutputIndex(NameVideoKeys)].DataType, outs[g.OutputIndex(NameVideoValues)].DataType
+		f16 := kt == qnnrt.Float16 && vt == qnnrt.Float16
+		c.f16 = f16 && (i == 0 || c.f16)
 		c.layers = append(c.layers, int(k[0]))
 		c.keysIdx = append(c.keysIdx, g.OutputIndex(NameVideoKeys))
 		c.valsIdx = append(c.valsIdx, g.OutputIndex(NameVideoValues))
@@ -263,6 +354,73 @@ func (c *Chain) KVLen() int {
 	return n * c.kvLen
 }
 
+// ImageLen is the number of values Run's image must hold: the VAE
+// graph's input, [1,3,H,W].
+func (c *Chain) ImageLen() int { return c.imgLen }
+
+// ContextLen is the number of values Run's text context must hold:
+// prefill_0's context input, [1,L,T].
+func (c *Chain) ContextLen() int { return c.ctxLen }
+
+// RunKV is Run into expert.TensorView buffers (both F32 or both F16), so
+// a Chain is a worldmodel.KVStage. qnnrt binds no output to caller
+// memory, so there is one copy from each graph's output buffer into the
+// caller's: F32 views take ReadOutput's decode; F16 views from F16 graphs
+// (the device's case) a byte copy (ReadOutputBytes); F16 views from other
+// graphs a second pass, through a staging buffer the chain keeps.
+func (c *Chain) RunKV(ctx context.Context, image, text []float32, keys, values expert.TensorView) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case keys.F32 != nil && values.F32 != nil && keys.F16 == nil && values.F16 == nil:
+		return c.run(ctx, image, text, keys.F32, values.F32)
+	case keys.F16 != nil && values.F16 != nil && keys.F32 == nil && values.F32 == nil:
+	default:
+		return errors.New("prefill: keys and values must be both F32 or both F16 views, one type each")
+	}
+	n := c.KVLen()
+	if len(keys.F16) != n || len(values.F16) != n {
+		return fmt.Errorf("prefill: keys and values have %d and %d values, want %d each", len(keys.F16), len(values.F16), n)
+	}
+	if c.f16 {
+		return c.runF16(ctx, image, text, keys.F16, values.F16)
+	}
+	if len(c.scratch) != 2*n {
+		c.scratch = make([]float32, 2*n)
+	}
+	k, v := c.scratch[:n], c.scratch[n:]
+	if err := c.run(ctx, image, text, k, v); err != nil {
+		return err
+	}
+	for i := range k {
+		keys.F16[i] = float16.Fromfloat32(k[i]).Bits()
+		values.F16[i] = float16.Fromfloat32(v[i]).Bits()
+	}
+	return nil
+}
+
+// runF16 runs the chain of F16 K/V outputs into F16 buffers: one byte
+// copy per output (qnnrt.Graph.ReadOutputBytes; QNN's F16 and the host's
+// uint16 are both little-endian on the targets). c.mu is held.
+func (c *Chain) runF16(ctx context.Context, image, text []float32, keys, values []uint16) error {
+	if err := c.execute(ctx, image, text); err != nil {
+		return err
+	}
+	asBytes := func(x []uint16) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x)) }
+	off := 0
+	for i, g := range c.ranges {
+		n := c.layers[i] * c.kvLen
+		if _, err := g.ReadOutputBytes(c.keysIdx[i], asBytes(keys[off:off+n])); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		if _, err := g.ReadOutputBytes(c.valsIdx[i], asBytes(values[off:off+n])); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		off += n
+	}
+	return nil
+}
+
 // Session returns the chain's qnnrt session (its spill-fill group and
 // graphs), for diagnostics.
 func (c *Chain) Session() *qnnrt.Session { return c.sess }
@@ -272,6 +430,11 @@ func (c *Chain) Session() *qnnrt.Session { return c.sess }
 func (c *Chain) Run(ctx context.Context, image, text, keys, values []float32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.run(ctx, image, text, keys, values)
+}
+
+// run is Run with c.mu held.
+func (c *Chain) run(ctx context.Context, image, text, keys, values []float32) error {
 	switch {
 	case c.sess == nil:
 		return errors.New("prefill: chain is closed")
@@ -283,15 +446,8 @@ func (c *Chain) Run(ctx context.Context, image, text, keys, values []float32) er
 		return fmt.Errorf("prefill: keys and values have %d and %d values, want %d each (%d layers x %d)",
 			len(keys), len(values), c.KVLen(), c.KVLen()/max(c.kvLen, 1), c.kvLen)
 	}
-	if err := c.enc.SetInput(c.enc.InputIndex(NameImage), image); err != nil {
-		return fmt.Errorf("prefill: %w", err)
-	}
-	p0 := c.ranges[0]
-	if err := p0.SetInput(p0.InputIndex(NameContext), text); err != nil {
-		return fmt.Errorf("prefill: %w", err)
-	}
-	if _, err := c.sess.RunChain(ctx, append([]*qnnrt.Graph{c.enc}, c.ranges...)...); err != nil {
-		return fmt.Errorf("prefill: %w", err)
+	if err := c.execute(ctx, image, text); err != nil {
+		return err
 	}
 	off := 0
 	for i, g := range c.ranges {
@@ -307,20 +463,44 @@ func (c *Chain) Run(ctx context.Context, image, text, keys, values []float32) er
 	return nil
 }
 
+// execute checks the sizes, sets the inputs and runs the chain; c.mu is
+// held.
+func (c *Chain) execute(ctx context.Context, image, text []float32) error {
+	switch {
+	case c.sess == nil:
+		return errors.New("prefill: chain is closed")
+	case len(image) != c.imgLen:
+		return fmt.Errorf("prefill: image has %d values, want %d", len(image), c.imgLen)
+	case len(text) != c.ctxLen:
+		return fmt.Errorf("prefill: context has %d values, want %d", len(text), c.ctxLen)
+	}
+	if err := c.enc.SetInput(c.enc.InputIndex(NameImage), image); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	p0 := c.ranges[0]
+	if err := p0.SetInput(p0.InputIndex(NameContext), text); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	if _, err := c.sess.RunChain(ctx, append([]*qnnrt.Graph{c.enc}, c.ranges...)...); err != nil {
+		return fmt.Errorf("prefill: %w", err)
+	}
+	return nil
+}
+
 // Close releases the session and the libraries; safe to call more than
 // once.
 func (c *Chain) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	if c.sess != nil {
+	if c.sess != nil && c.owned {
 		errs = append(errs, c.sess.Close())
-		c.sess = nil
 	}
-	if c.lib != nil {
+	c.sess = nil
+	if c.lib != nil && c.owned {
 		errs = append(errs, c.lib.Close())
-		c.lib = nil
 	}
+	c.lib = nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("prefill: close: %w", err)
 	}

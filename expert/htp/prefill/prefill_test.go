@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/x448/float16"
+
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 )
 
@@ -196,5 +199,62 @@ func TestPrefillContractRefusals(t *testing.T) {
 	}
 	if n := fk.LiveHandles(); n != 0 {
 		t.Errorf("%d live handles after refused loads", n)
+	}
+}
+
+// TestRunKV checks RunKV into F32 and F16 views on F32 and F16 graphs:
+// every value is the double's arithmetic (rounded to F16 for an F16
+// view; from F16 graphs the bytes are copied as they are), and a view of
+// mixed or wrong sizes is refused.
+func TestRunKV(t *testing.T) {
+	for _, dt := range []uint32{qnnfake.DataTypeFloat32, qnnfake.DataTypeFloat16} {
+		fk := qnnfake.New(t, qnnfake.Variant{})
+		gs := worldGraphs(dt)
+		c, err := New(t.Context(), Options{ContextPaths: writeAll(t, gs), BackendLib: fk.Path, SystemLib: fk.Path, RPCMemLib: fk.Path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.f16 != (dt == qnnfake.DataTypeFloat16) {
+			t.Errorf("data type %#x: f16 %v", dt, c.f16)
+		}
+		// qnnrt.Graph.ReadOutputBytes refuses a graph not yet run and a
+		// buffer of another size.
+		g0 := c.ranges[0]
+		size := g0.Outputs()[c.keysIdx[0]].Bytes()
+		if _, err := g0.ReadOutputBytes(c.keysIdx[0], make([]byte, size)); err == nil || !strings.Contains(err.Error(), "holds no result") {
+			t.Errorf("ReadOutputBytes before a run: %v", err)
+		}
+		r := rand.New(rand.NewPCG(9, uint64(dt)))
+		image, text := fill(r, c.ImageLen()), fill(r, c.ContextLen())
+		wk, wv := expectedKV(gs, image, text)
+		n := c.KVLen()
+		k32, v32 := expert.TensorView{F32: make([]float32, n)}, expert.TensorView{F32: make([]float32, n)}
+		if err := c.RunKV(t.Context(), image, text, k32, v32); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(k32.F32, wk) || !slices.Equal(v32.F32, wv) {
+			t.Errorf("data type %#x: F32 view differs from the double's arithmetic", dt)
+		}
+		k16, v16 := expert.TensorView{F16: make([]uint16, n)}, expert.TensorView{F16: make([]uint16, n)}
+		if err := c.RunKV(t.Context(), image, text, k16, v16); err != nil {
+			t.Fatal(err)
+		}
+		for i := range wk {
+			if k16.F16[i] != float16.Fromfloat32(wk[i]).Bits() || v16.F16[i] != float16.Fromfloat32(wv[i]).Bits() {
+				t.Fatalf("data type %#x: F16 view value %d differs from the double's arithmetic", dt, i)
+			}
+		}
+		if _, err := g0.ReadOutputBytes(c.keysIdx[0], make([]byte, size-1)); err == nil || !strings.Contains(err.Error(), "bytes, want") {
+			t.Errorf("ReadOutputBytes into a short buffer: %v", err)
+		}
+		if err := c.RunKV(t.Context(), image, text, k32, v16); err == nil {
+			t.Error("mixed F32 and F16 views accepted")
+		}
+		if err := c.RunKV(t.Context(), image, text, expert.TensorView{F16: make([]uint16, n-1)}, v16); err == nil {
+			t.Error("short F16 keys accepted")
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
