@@ -103,3 +103,19 @@ func FuzzDecodeParameterEvent(f *testing.F) {
 func FuzzDecodeKVHandoff(f *testing.F) {
 	fuzzDecode[msgs.KVHandoff](f, "kv_handoff")
 }
+
+func FuzzDecodeImage(f *testing.F) {
+	fuzzDecode[msgs.Image](f, "image_rgb8", "image_empty")
+}
+
+func FuzzDecodeCompressedImage(f *testing.F) {
+	fuzzDecode[msgs.CompressedImage](f, "compressed_image", "compressed_image_empty")
+}
+
+func FuzzDecodeJointState(f *testing.F) {
+	fuzzDecode[msgs.JointState](f, "joint_state", "joint_state_empty")
+}
+
+func FuzzDecodeString(f *testing.F) {
+	fuzzDecode[msgs.String](f, "string", "string_empty")
+}

@@ -178,6 +178,33 @@ func samples() []sample {
 			Status: []msgs.DiagnosticStatus{statusWarn(), {Level: msgs.LevelOK, Name: "backend", Message: "ok"}},
 		}, func() cdrMessage { return &msgs.DiagnosticArray{} }},
 		{"diagnostic_array_empty", &msgs.DiagnosticArray{}, func() cdrMessage { return &msgs.DiagnosticArray{} }},
+		{"image_rgb8", &msgs.Image{
+			Header: msgs.Header{Stamp: msgs.Time{Sec: 1700000007, Nanosec: 33000000}, FrameID: "agentview_optical"},
+			Height: 2, Width: 3, Encoding: "rgb8", Step: 10,
+			Data: func() []byte {
+				b := make([]byte, 20)
+				for i := range b {
+					b[i] = byte((i*37 + 5) % 256)
+				}
+				return b
+			}(),
+		}, func() cdrMessage { return &msgs.Image{} }},
+		{"image_empty", &msgs.Image{}, func() cdrMessage { return &msgs.Image{} }},
+		{"compressed_image", &msgs.CompressedImage{
+			Header: msgs.Header{Stamp: msgs.Time{Sec: 1700000008, Nanosec: 1}, FrameID: "wrist"},
+			Format: "rgb8; jpeg compressed bgr8",
+			Data:   []byte{0xff, 0xd8, 0xff, 0xe0, 0, 16, 0x4a},
+		}, func() cdrMessage { return &msgs.CompressedImage{} }},
+		{"compressed_image_empty", &msgs.CompressedImage{}, func() cdrMessage { return &msgs.CompressedImage{} }},
+		{"joint_state", &msgs.JointState{
+			Header:   msgs.Header{Stamp: msgs.Time{Sec: 1700000009, Nanosec: 500}},
+			Name:     []string{"joint1", "joint2", "gripper_left"},
+			Position: []float64{0.5, -1.25, 0.04},
+			Effort:   []float64{0.25, -3.5, 1},
+		}, func() cdrMessage { return &msgs.JointState{} }},
+		{"joint_state_empty", &msgs.JointState{}, func() cdrMessage { return &msgs.JointState{} }},
+		{"string", &msgs.String{Data: "put the bowl on the plate"}, func() cdrMessage { return &msgs.String{} }},
+		{"string_empty", &msgs.String{}, func() cdrMessage { return &msgs.String{} }},
 	}, lifecycleAndParameterSamples()...)
 }
 

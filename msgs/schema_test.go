@@ -20,6 +20,10 @@ var humbleSHA256 = map[string]string{
 	"deps/diagnostic_msgs/msg/DiagnosticArray.msg":  "019690e73d166237243a14998c4a9183c829dcc052ce7d190120d3892bf12c59",
 	"deps/diagnostic_msgs/msg/DiagnosticStatus.msg": "04b13e5ea9dd8559ef3f691bab371ec05ed227f1045f4fcd3b0b30338f9a15bd",
 	"deps/diagnostic_msgs/msg/KeyValue.msg":         "89f6d92c75fbf2d5381e8c3e3b5bf92bbf6dbdb9683a5a5a4433a79f59fe0d74",
+	"deps/sensor_msgs/msg/Image.msg":                "f057f9a5ed07bfc1726f6bf89632c21bb99831842b30dee28b3598173676fd45",
+	"deps/sensor_msgs/msg/CompressedImage.msg":      "e7b7ab745dab5aae702745be23c0a7cf66f327e9712e83c873bdd7460151fa5b",
+	"deps/sensor_msgs/msg/JointState.msg":           "711d1771a002c7190e5bbe746a163a67477c1e2a45482a64f1fe339815ca6f5d",
+	"deps/std_msgs/msg/String.msg":                  "2022b3f1c32b578ff8d54a9948a51a10778761e0ad4ba60e50ae51292ca16884",
 }
 
 func TestStandardDefinitionsAreHumbles(t *testing.T) {
@@ -76,6 +80,16 @@ func TestDefinitionText(t *testing.T) {
 			section("diagnostic_msgs/KeyValue") + readMsg(t, "deps/diagnostic_msgs/msg/KeyValue.msg") + headerAndTime,
 		"std_msgs/msg/Header": header + section("builtin_interfaces/Time") + time,
 	}
+	// The observation messages (not in Types(): the node does not publish
+	// them, but the image bag records them).
+	for typ, file := range map[string]string{
+		msgs.TypeImage:           "deps/sensor_msgs/msg/Image.msg",
+		msgs.TypeCompressedImage: "deps/sensor_msgs/msg/CompressedImage.msg",
+		msgs.TypeJointState:      "deps/sensor_msgs/msg/JointState.msg",
+	} {
+		want[typ] = readMsg(t, file) + headerAndTime
+	}
+	want[msgs.TypeString] = readMsg(t, "deps/std_msgs/msg/String.msg")
 	if len(msgs.Types()) != 9 {
 		t.Fatalf("Types() = %v", msgs.Types())
 	}
@@ -101,7 +115,7 @@ func TestDefinitionText(t *testing.T) {
 
 func TestDefinitionErrors(t *testing.T) {
 	for typ, want := range map[string]string{
-		"std_msgs/msg/String":            "no definition of std_msgs/String",
+		"std_msgs/msg/Int8":              "no definition of std_msgs/Int8",
 		"fastwam_action_expert/msg/Nope": "no definition of fastwam_action_expert/Nope",
 		"Tensor":                         `message type "Tensor" is not of the form package/msg/Type`,
 		"a/srv/B":                        "is not of the form package/msg/Type",

@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
-	"github.com/fastwam/actionexpert/internal/openblas"
+	"github.com/fastwam/actionexpert/internal/kernels"
 )
 
 // MaxVAESide bounds the image height and width the encoder accepts: at the
@@ -22,31 +22,6 @@ const MaxVAESide = 1024
 // colCap is the im2col buffer's length in float32 (16 MB): a convolution
 // is computed in bands of output rows whose columns fit in it.
 const colCap = 1 << 22
-
-// PickGemm returns the sgemm the encoder should use: "auto" or "" (OpenBLAS
-// when it loads, else gonum's pure Go), "openblas" (an error when it does
-// not load) or "gonum"; path overrides the OpenBLAS library. OpenBLAS's
-// thread count is left as it is (its default: every core), since the
-// encoder's products are large. The name says which was chosen.
-//
-// expert/cpu chooses its BLAS the same way (and then sets OpenBLAS to one
-// thread) in an unexported function; this is its exported counterpart.
-func PickGemm(name, path string) (cpu.Gemm, string, error) {
-	switch name {
-	case "", "auto", "openblas":
-		l, err := openblas.Load(path)
-		if err == nil {
-			return l, l.String(), nil
-		}
-		if name == "openblas" {
-			return nil, "", fmt.Errorf("worldmodel: %w", err)
-		}
-		return gonum.Implementation{}, "gonum (pure Go: OpenBLAS not found; apt-get install libopenblas0-pthread for the fast path)", nil
-	case "gonum":
-		return gonum.Implementation{}, "gonum (pure Go)", nil
-	}
-	return nil, "", fmt.Errorf("worldmodel: unknown BLAS %q (want auto, openblas or gonum)", name)
-}
 
 // VAEEncoder runs the Wan2.2 VAE encoder at T = 1 (one frame) as rank-3
 // operations on [C, h, w] activations (spec §4): a [3, H, W] image in
@@ -73,7 +48,7 @@ type VAEEncoder struct {
 
 // NewVAEEncoder makes an encoder for height × width images (positive
 // multiples of 16, at most MaxVAESide) computing its products with gemm
-// (nil: gonum's pure Go; see PickGemm).
+// (nil: gonum's pure Go; see cpu.PickGemm).
 func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
@@ -442,34 +417,12 @@ func (e *VAEEncoder) attention(x []float32, n int) {
 	s := e.scores[:n*n]
 	// s[i, j] = q[:, i]·k[:, j] / sqrt(c): q and k are [c, n].
 	e.gemm.Sgemm(blas.Trans, blas.NoTrans, n, n, c, float32(1/math.Sqrt(float64(c))), q, n, k, n, 0, s, n)
-	softmaxRows(s, n)
+	kernels.SoftmaxRows(s, n, n)
 	// o[:, i] = Σ_j s[i, j]·v[:, j]: o = v·sᵀ, [c, n].
 	e.gemm.Sgemm(blas.NoTrans, blas.Trans, c, n, n, 1, v, n, s, n, 0, o, n)
 	e.conv(y, o, &w.Proj, 1, n, 1)
 	x = x[:c*n]
 	for i, v := range y {
 		x[i] += v
-	}
-}
-
-// softmaxRows replaces each row of the n × n matrix s by its softmax, the
-// maximum subtracted first, the exponentials and their sum in float64.
-func softmaxRows(s []float32, n int) {
-	for r := range n {
-		row := s[r*n : (r+1)*n]
-		mx := row[0]
-		for _, v := range row[1:] {
-			mx = max(mx, v)
-		}
-		var sum float64
-		for i, v := range row {
-			ev := math.Exp(float64(v) - float64(mx))
-			sum += ev
-			row[i] = float32(ev)
-		}
-		inv := float32(1 / sum)
-		for i := range row {
-			row[i] *= inv
-		}
 	}
 }

@@ -86,7 +86,7 @@ func TestVAEFlops(t *testing.T) {
 }
 
 // BenchmarkVAEEncode is the encoder at the real width (d = 160, random
-// weights) on one 224 × 448 frame, with the sgemm PickGemm("auto") gives.
+// weights) on one 224 × 448 frame, with the sgemm cpu.PickGemm("auto", "", 0) gives.
 // It reports the best encode's time ("best-s") and useful GFLOP/s, as a
 // ratio to the best GFLOP/s of that sgemm on the largest convolution's
 // im2col shape (stage 0: M 160, K 1440, N 112·224), one of which runs
@@ -94,7 +94,7 @@ func TestVAEFlops(t *testing.T) {
 // ("cpu-s") and its peak resident memory ("peak-MB", weights and the
 // yardstick's matrices included).
 func BenchmarkVAEEncode(b *testing.B) {
-	gemm, name, err := PickGemm("auto", "")
+	gemm, name, err := cpu.PickGemm("auto", "", 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,12 +38,12 @@ const (
 // OpenBLAS when it loads.
 func vaeGemms(t *testing.T) map[string]cpu.Gemm {
 	t.Helper()
-	g, _, err := PickGemm("gonum", "")
+	g, _, err := cpu.PickGemm("gonum", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := map[string]cpu.Gemm{"gonum": g}
-	if o, _, err := PickGemm("openblas", ""); err == nil {
+	if o, _, err := cpu.PickGemm("openblas", "", 0); err == nil {
 		m["openblas"] = o
 	}
 	return m
@@ -156,7 +156,7 @@ func TestVAEGoldensMatchTheirReference(t *testing.T) {
 
 	big := t.TempDir()
 	run(big, "--dim", "16", "--height", "224", "--width", "448")
-	g, name, err := PickGemm("auto", "")
+	g, name, err := cpu.PickGemm("auto", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +399,7 @@ func TestVAEMatchesReferenceIn(t *testing.T) {
 	if dir == "" {
 		t.Skip("FASTWAM_VAE_REFERENCE is not set (opt-in: a directory written by golden/make_vae_golden.py)")
 	}
-	g, name, err := PickGemm("auto", "")
+	g, name, err := cpu.PickGemm("auto", "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@
 //	fastwam bench    [flags]            CPU backend latency, and the ratio to PyTorch
 //	fastwam bag make -o DIR [flags]     write a regression bag from golden inputs (expected chunks: the CPU reference's)
 //	fastwam replay   [flags] [bag]      replay a bag through the node and compare with its recorded chunks (default: the embedded regression bag on the CPU)
-//	fastwam weights make -o FILE [flags]  write random CPU-backend test weights of any shape (default: full-size message widths, hidden 64)
+//	fastwam weights make -o FILE [flags]  write random test weights of any shape: the action expert (default: full-size message widths, hidden 64), -model world, vae or text
 //	fastwam async-sim [flags]           closed-loop timing simulation of node and executor: seam jumps with rtc off, replace and guided
 //	fastwam version  [-json]            the module version and VCS revision of this binary (also -version, --version)
 //	fastwam help     [command [subcommand]]   the usage of fastwam or of a command, on stdout
@@ -54,8 +54,8 @@ func commands() []command {
 			{name: "make", summary: "write a regression bag from golden inputs, with the CPU reference's chunks as the expected output", run: runBagMake},
 		}},
 		{name: "replay", summary: "replay a bag through the node and compare with its recorded chunks; exits 1 naming failing chunks", run: runReplay},
-		{name: "weights", summary: "test weights (weights make: random CPU-backend weights of any shape)", subcommands: []command{
-			{name: "make", summary: "write random CPU-backend test weights (safetensors, f32/f16/bf16) of any shape", run: runWeightsMake},
+		{name: "weights", summary: "test weights (weights make: random weights of any shape: action expert, world model, VAE, text cache entry)", subcommands: []command{
+			{name: "make", summary: "write random test weights (safetensors, f32/f16/bf16) of any shape: the action expert (default), -model world, vae or text", run: runWeightsMake},
 		}},
 		{name: "async-sim", summary: "closed-loop timing simulation of the node and the chunk executor: seam jumps with rtc off, replace, guided", run: runAsyncSim},
 		{name: "version", summary: "print the module version and the VCS revision this binary was built from", run: runVersion},

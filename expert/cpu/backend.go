@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/internal/kernels"
 	"github.com/fastwam/actionexpert/internal/openblas"
 )
 
@@ -69,7 +70,7 @@ type Backend struct {
 
 // New makes a backend over loaded weights.
 func New(w *Weights, opts Options) (*Backend, error) {
-	gemm, name, err := pickBLAS(opts)
+	gemm, name, err := PickGemm(opts.BLAS, opts.OpenBLASPath, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func New(w *Weights, opts Options) (*Backend, error) {
 		ff:       make([]float32, S*F),
 		scores:   make([]float32, c.NumHeads*S*(max(c.VideoTokens, c.ContextTokens)+S)),
 	}
-	b.ropeCos, b.ropeSin = ropeTables(S, c.HeadDim)
+	b.ropeCos, b.ropeSin = kernels.RopeTables(S, c.HeadDim)
 	return b, nil
 }
 
@@ -105,15 +106,24 @@ func Load(ctx context.Context, path string, cfg *Config, opts Options) (*Backend
 	return New(w, opts)
 }
 
-func pickBLAS(opts Options) (Gemm, string, error) {
-	switch opts.BLAS {
+// PickGemm returns the sgemm to compute with, by name: "auto" or ""
+// (OpenBLAS when it loads, else gonum's pure Go), "openblas" (an error when
+// it does not load) or "gonum"; path overrides the OpenBLAS library. When
+// OpenBLAS is chosen and threads > 0, its thread count is set to threads,
+// process-wide (New uses 1: its goroutines share the work); threads ≤ 0
+// leaves OpenBLAS's own default (every core), which suits callers with few,
+// large products such as the world model's. The string names the choice.
+func PickGemm(name, path string, threads int) (Gemm, string, error) {
+	switch name {
 	case "", "auto", "openblas":
-		l, err := openblas.Load(opts.OpenBLASPath)
+		l, err := openblas.Load(path)
 		if err == nil {
-			l.SetThreads(1)
+			if threads > 0 {
+				l.SetThreads(threads)
+			}
 			return l, l.String(), nil
 		}
-		if opts.BLAS == "openblas" {
+		if name == "openblas" {
 			return nil, "", fmt.Errorf("cpu: %w", err)
 		}
 		// auto without OpenBLAS: say how to get the fast path, since
@@ -122,7 +132,7 @@ func pickBLAS(opts Options) (Gemm, string, error) {
 	case "gonum":
 		return gonum.Implementation{}, "gonum (pure Go)", nil
 	}
-	return nil, "", fmt.Errorf("cpu: unknown BLAS %q (want auto, openblas or gonum)", opts.BLAS)
+	return nil, "", fmt.Errorf("cpu: unknown BLAS %q (want auto, openblas or gonum)", name)
 }
 
 // Dims implements expert.Backend.
@@ -163,7 +173,7 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 	}
 	lc := len(rows) / T
 	e1 := make([]float32, lc*D)
-	b.linearThen(e1, rows, lc, T, b.w.text0, b.w.text0B, D, geluInPlace)
+	b.linearThen(e1, rows, lc, T, b.w.text0, b.w.text0B, D, kernels.GELU)
 	emb := make([]float32, lc*D)
 	b.linear(emb, e1, lc, D, b.w.text2, b.w.text2B, D)
 
@@ -180,7 +190,7 @@ func (b *Backend) BindChunk(ctx context.Context, c *expert.Chunk) error {
 		}
 		k, v := b.crossK[l][:lc*A], b.crossV[l][:lc*A]
 		b.linear(k, emb, lc, D, L.crossK, L.crossKB, A)
-		rmsNormRows(k, A, L.crossNormK, cfg.Eps)
+		kernels.RMSNormRows(k, A, L.crossNormK, cfg.Eps)
 		b.linear(v, emb, lc, D, L.crossV, L.crossVB, A)
 		b.crossK[l], b.crossV[l] = k, v
 	}
@@ -227,13 +237,13 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 
 		// (a) self-attention over [video keys ; action keys].
 		rows(func(lo, hi int) {
-			layerNormModulate(h[lo*D:hi*D], x[lo*D:hi*D], D, scale1, shift1, eps)
+			kernels.LayerNormModulate(h[lo*D:hi*D], x[lo*D:hi*D], D, scale1, shift1, eps)
 		})
 		b.linear(b.qkv, h, S, D, L.qkv, L.qkvB, 3*A)
 		rows(func(lo, hi int) {
 			qkv := b.qkv[lo*3*A : hi*3*A]
-			rmsNormStrided(qkv, hi-lo, A, 3*A, 0, L.normQ, eps)
-			rmsNormStrided(qkv, hi-lo, A, 3*A, A, L.normK, eps)
+			kernels.RMSNormStrided(qkv, hi-lo, A, 3*A, 0, L.normQ, eps)
+			kernels.RMSNormStrided(qkv, hi-lo, A, 3*A, A, L.normK, eps)
 			b.rope(qkv, lo, hi, 3*A, 0)
 			b.rope(qkv, lo, hi, 3*A, A)
 		})
@@ -244,11 +254,11 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 		// (b) cross-attention to the text context: no gate, no modulation.
 		rows(func(lo, hi int) {
 			xr := x[lo*D : hi*D]
-			addGated(xr, b.tmp[lo*D:hi*D], gate1, D)
-			layerNormAffine(h[lo*D:hi*D], xr, D, L.norm3W, L.norm3B, eps)
+			kernels.AddGated(xr, b.tmp[lo*D:hi*D], gate1, D)
+			kernels.LayerNormAffine(h[lo*D:hi*D], xr, D, L.norm3W, L.norm3B, eps)
 		})
 		b.linear(b.qc, h, S, D, L.crossQ, L.crossQB, A)
-		rows(func(lo, hi int) { rmsNormRows(b.qc[lo*A:hi*A], A, L.crossNormQ, eps) })
+		rows(func(lo, hi int) { kernels.RMSNormRows(b.qc[lo*A:hi*A], A, L.crossNormQ, eps) })
 		b.crossAttention(b.crossK[l], b.crossV[l])
 		b.linear(b.tmp, b.o, S, A, L.crossO, L.crossOB, D)
 
@@ -258,11 +268,11 @@ func (b *Backend) Step(ctx context.Context, latents []float32, tau float32, pred
 			for i := range xr {
 				xr[i] += tr[i]
 			}
-			layerNormModulate(h[lo*D:hi*D], xr, D, scale2, shift2, eps)
+			kernels.LayerNormModulate(h[lo*D:hi*D], xr, D, scale2, shift2, eps)
 		})
-		b.linearThen(b.ff, h, S, D, L.ffn0, L.ffn0B, F, geluInPlace)
+		b.linearThen(b.ff, h, S, D, L.ffn0, L.ffn0B, F, kernels.GELU)
 		b.linear(b.tmp, b.ff, S, F, L.ffn2, L.ffn2B, D)
-		addGated(x, b.tmp, gate2, D)
+		kernels.AddGated(x, b.tmp, gate2, D)
 	}
 	b.linear(pred, x, S, D, b.w.head, b.w.headB, a)
 	return nil
@@ -361,7 +371,7 @@ func (b *Backend) selfAttention(videoK, videoV []float32) {
 			q, k, v, o := b.qkv[c:], b.qkv[A+c:], b.qkv[2*A+c:], b.o[c:]
 			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, V1, Dh, scale, q, 3*A, videoK[c:], A, 0, sc, ld)
 			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, S, Dh, scale, q, 3*A, k, 3*A, 0, sc[V1:], ld)
-			softmaxRows(sc, S, ld)
+			kernels.SoftmaxRows(sc, S, ld)
 			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, V1, 1, sc, ld, videoV[c:], A, 0, o, A)
 			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, S, 1, sc[V1:], ld, v, 3*A, 1, o, A)
 		}
@@ -379,7 +389,7 @@ func (b *Backend) crossAttention(k, v []float32) {
 		for h := lo; h < hi; h++ {
 			c, sc := h*Dh, b.scores[h*S*L:(h+1)*S*L]
 			b.gemm.Sgemm(blas.NoTrans, blas.Trans, S, L, Dh, scale, b.qc[c:], A, k[c:], A, 0, sc, L)
-			softmaxRows(sc, S, L)
+			kernels.SoftmaxRows(sc, S, L)
 			b.gemm.Sgemm(blas.NoTrans, blas.NoTrans, S, Dh, L, 1, sc, L, v[c:], A, 0, b.o[c:], A)
 		}
 	})
@@ -393,35 +403,9 @@ func (b *Backend) rope(m []float32, lo, hi, ld, off int) {
 	cfg := b.cfg
 	half := cfg.HeadDim / 2
 	for s := lo; s < hi; s++ {
-		cs, sn := b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half]
 		r := (s - lo) * ld
-		row := m[r+off : r+off+cfg.attn()]
-		if ropeVector(row, cfg.NumHeads, cfg.HeadDim, cs, sn) {
-			continue
-		}
-		for h := 0; h < cfg.NumHeads; h++ {
-			hd := row[h*cfg.HeadDim : (h+1)*cfg.HeadDim]
-			for j := 0; j < half; j++ {
-				x0, x1 := float64(hd[2*j]), float64(hd[2*j+1])
-				hd[2*j] = float32(x0*cs[j] - x1*sn[j])
-				hd[2*j+1] = float32(x0*sn[j] + x1*cs[j])
-			}
-		}
+		kernels.Rope(m[r+off:r+off+cfg.attn()], cfg.NumHeads, cfg.HeadDim, b.ropeCos[s*half:(s+1)*half], b.ropeSin[s*half:(s+1)*half])
 	}
-}
-
-// ropeTables returns cos and sin of s·ω_j, ω_j = 10000^(-2j/dh), for
-// positions 0..n-1 and j < dh/2.
-func ropeTables(n, dh int) (cos, sin []float64) {
-	half := dh / 2
-	cos, sin = make([]float64, n*half), make([]float64, n*half)
-	for j := 0; j < half; j++ {
-		w := 1 / math.Pow(10000, float64(2*j)/float64(dh))
-		for s := 0; s < n; s++ {
-			sin[s*half+j], cos[s*half+j] = math.Sincos(float64(s) * w)
-		}
-	}
-	return cos, sin
 }
 
 // modulation returns the six modulation vectors of every layer for timestep
@@ -435,10 +419,10 @@ func (b *Backend) modulation(tau float32) []float32 {
 	e := sinusoid(tau, f)
 	t1 := make([]float32, D)
 	b.linear(t1, e, 1, f, b.w.time0, b.w.time0B, D)
-	siluInPlace(t1)
+	kernels.SiLU(t1)
 	t := make([]float32, D)
 	b.linear(t, t1, 1, D, b.w.time2, b.w.time2B, D)
-	siluInPlace(t)
+	kernels.SiLU(t)
 	tm := make([]float32, 6*D)
 	b.linear(tm, t, 1, D, b.w.timeProj, b.w.timeProjB, 6*D)
 	out := make([]float32, cfg.NumLayers*6*D)

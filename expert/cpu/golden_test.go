@@ -38,7 +38,7 @@ func tinyWeights(t testing.TB, name string) *Weights {
 // where it is installed.
 func blasChoices(t *testing.T) []string {
 	choices := []string{"gonum"}
-	if _, _, err := pickBLAS(Options{BLAS: "openblas"}); err == nil {
+	if _, _, err := PickGemm("openblas", "", 1); err == nil {
 		choices = append(choices, "openblas")
 	} else if testenv.InCI() {
 		t.Fatalf("OpenBLAS not installed (%v): CI=true must test it; .ci/run installs libopenblas0-pthread", err)

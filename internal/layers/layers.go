@@ -73,6 +73,7 @@ func table() []entry {
 		{"bag", Parts},
 		{"kvshm", Parts},
 		{"worldmodel", Parts},
+		{"camera", Parts},
 		{"node/lifecycle", Parts},
 		{"node/paramsrv", Parts},
 		{"node", Node},

@@ -230,6 +230,27 @@ export const samples = [
     status: [statusWarn, { level: 0, name: "backend", message: "ok", hardware_id: "", values: [] }],
   }],
   ["diagnostic_array_empty", "diagnostic_msgs/DiagnosticArray", {}],
+  // The observation messages of the world-model side (msgs/sensor.go).
+  ["image_rgb8", "sensor_msgs/Image", {
+    header: { stamp: { sec: 1700000007, nanosec: 33000000 }, frame_id: "agentview_optical" },
+    height: 2, width: 3, encoding: "rgb8", is_bigendian: 0, step: 10,
+    data: new Uint8Array(range(20, (i) => (i * 37 + 5) % 256)),
+  }],
+  ["image_empty", "sensor_msgs/Image", {}],
+  ["compressed_image", "sensor_msgs/CompressedImage", {
+    header: { stamp: { sec: 1700000008, nanosec: 1 }, frame_id: "wrist" },
+    format: "rgb8; jpeg compressed bgr8",
+    data: new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 0, 16, 0x4a]),
+  }],
+  ["compressed_image_empty", "sensor_msgs/CompressedImage", {}],
+  ["joint_state", "sensor_msgs/JointState", {
+    header: { stamp: { sec: 1700000009, nanosec: 500 }, frame_id: "" },
+    name: ["joint1", "joint2", "gripper_left"],
+    position: [0.5, -1.25, 0.04], velocity: [], effort: [0.25, -3.5, 1],
+  }],
+  ["joint_state_empty", "sensor_msgs/JointState", {}],
+  ["string", "std_msgs/String", { data: "put the bowl on the plate" }],
+  ["string_empty", "std_msgs/String", {}],
   ...lifecycleAndParameterSamples(),
 ];
 

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package cpu
+package kernels
 
 // Without vector kernels every function below leaves all the work to the
 // portable loops of kernels.go.

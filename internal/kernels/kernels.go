@@ -1,10 +1,10 @@
-package cpu
+package kernels
 
 import "math"
 
-// layerNormModulate writes LN(x)·(1+scale)+shift row by row (width d), the
+// LayerNormModulate writes LN(x)·(1+scale)+shift row by row (width d), the
 // parameter-free LayerNorm of norm1/norm2 followed by adaLN modulation.
-func layerNormModulate(out, x []float32, d int, scale, shift []float32, eps float64) {
+func LayerNormModulate(out, x []float32, d int, scale, shift []float32, eps float64) {
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
@@ -16,8 +16,8 @@ func layerNormModulate(out, x []float32, d int, scale, shift []float32, eps floa
 	}
 }
 
-// layerNormAffine writes LN(x)·w+bias row by row (width d): norm3.
-func layerNormAffine(out, x []float32, d int, w, bias []float32, eps float64) {
+// LayerNormAffine writes LN(x)·w+bias row by row (width d): norm3.
+func LayerNormAffine(out, x []float32, d int, w, bias []float32, eps float64) {
 	for r := 0; r*d < len(x); r++ {
 		row, o := x[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		mu, inv := meanInvStd(row, eps)
@@ -77,15 +77,15 @@ func meanInvStd(row []float32, eps float64) (mu, inv float64) {
 	return mu, 1 / math.Sqrt((q0+q1+q2+q3)/float64(len(row))+eps)
 }
 
-// rmsNormRows normalises each row of width d by its root mean square and
+// RMSNormRows normalises each row of width d by its root mean square and
 // multiplies by the gain g.
-func rmsNormRows(m []float32, d int, g []float32, eps float64) {
-	rmsNormStrided(m, len(m)/d, d, d, 0, g, eps)
+func RMSNormRows(m []float32, d int, g []float32, eps float64) {
+	RMSNormStrided(m, len(m)/d, d, d, 0, g, eps)
 }
 
-// rmsNormStrided applies RMSNorm with gain g to the d-wide block at column
+// RMSNormStrided applies RMSNorm with gain g to the d-wide block at column
 // off of each of the rows of m (row stride ld).
-func rmsNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64) {
+func RMSNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64) {
 	for r := 0; r < rows; r++ {
 		row := m[r*ld+off : r*ld+off+d]
 		var lanes [4]float64 // four partial sums, four conversion chains
@@ -117,10 +117,10 @@ func rmsNormStrided(m []float32, rows, d, ld, off int, g []float32, eps float64)
 // every element's exp to the previous one's and cost 5 times the time.
 const blockLen = 64
 
-// softmaxRows replaces each of the rows of m (width and stride ld) by its
+// SoftmaxRows replaces each of the rows of m (width and stride ld) by its
 // softmax, subtracting the row maximum first; the exponentials and their
 // sum are float64.
-func softmaxRows(m []float32, rows, ld int) {
+func SoftmaxRows(m []float32, rows, ld int) {
 	var u [blockLen]float64
 	for r := 0; r < rows; r++ {
 		row := m[r*ld : (r+1)*ld]
@@ -139,7 +139,7 @@ func softmaxRows(m []float32, rows, ld int) {
 			for i, v := range blk {
 				ub[i] = float64(v - mx)
 			}
-			expInPlace(ub)
+			Exp(ub)
 			for _, e := range ub {
 				s += e
 			}
@@ -154,12 +154,12 @@ func softmaxRows(m []float32, rows, ld int) {
 	}
 }
 
-// geluInPlace applies the tanh approximation of GELU,
+// GELU applies the tanh approximation of GELU,
 // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in the equal logistic form
 // x / (1 + exp(−2·√(2/π)·(x + 0.044715·x³))): one exponential instead of a
 // tanh, and no cancellation in 1 + tanh for negative x. It runs in float64
 // and rounds once to float32.
-func geluInPlace(x []float32) {
+func GELU(x []float32) {
 	geluGo(geluVector(x))
 }
 
@@ -170,7 +170,7 @@ const (
 	geluCubic = 0.044715
 )
 
-// geluGo is geluInPlace without vector kernels.
+// geluGo is GELU without vector kernels.
 func geluGo(x []float32) {
 	var u, e [blockLen]float64
 	for lo := 0; lo < len(x); lo += blockLen {
@@ -182,22 +182,22 @@ func geluGo(x []float32) {
 		for i, v := range ub {
 			eb[i] = geluScale * (v + geluCubic*v*v*v)
 		}
-		expInPlace(eb)
+		Exp(eb)
 		for i, v := range ub {
 			blk[i] = float32(v / (1 + eb[i]))
 		}
 	}
 }
 
-// siluInPlace applies x·sigmoid(x).
-func siluInPlace(x []float32) {
+// SiLU applies x·sigmoid(x).
+func SiLU(x []float32) {
 	for i, v := range x {
 		x[i] = float32(float64(v) / (1 + math.Exp(-float64(v))))
 	}
 }
 
-// addGated adds gate⊙y to x row by row (gate has the row width d).
-func addGated(x, y, gate []float32, d int) {
+// AddGated adds gate⊙y to x row by row (gate has the row width d).
+func AddGated(x, y, gate []float32, d int) {
 	for r := 0; r*d < len(x); r++ {
 		xr, yr := x[r*d:(r+1)*d], y[r*d:(r+1)*d]
 		for i := range xr {
@@ -206,7 +206,7 @@ func addGated(x, y, gate []float32, d int) {
 	}
 }
 
-// exp2Frac holds 2^(j/64), j = 0..63, for expInPlace. It is computed once
+// exp2Frac holds 2^(j/64), j = 0..63, for Exp. It is computed once
 // and only read: a lookup table, not state.
 var exp2Frac = func() (t [64]float64) {
 	for j := range t {
@@ -215,7 +215,7 @@ var exp2Frac = func() (t [64]float64) {
 	return t
 }()
 
-// expInPlace replaces every x in u by e^x, in float64 to within about
+// Exp replaces every x in u by e^x, in float64 to within about
 // 3 ulp (relative error below 6e-16, TestExpAccuracy): after rounding to
 // float32 it agrees with math.Exp except, rarely, by one float32 ulp. It is
 // about twice as fast as math.Exp and has no call per element:
@@ -224,7 +224,7 @@ var exp2Frac = func() (t [64]float64) {
 // or the result leaves the normal float64 range) and for NaN it is math.Exp.
 // Where the CPU allows, four values go at a time (kernels_amd64.s) through the
 // same operations, with the same results; expGo is the portable loop.
-func expInPlace(u []float64) {
+func Exp(u []float64) {
 	u = expVector(u)
 	expGo(u)
 }
@@ -237,7 +237,7 @@ const (
 	expRound52 = 0x1.8p52 // adding and subtracting it rounds to an integer (|v| < 2^51)
 )
 
-// expGo is expInPlace one value at a time.
+// expGo is Exp one value at a time.
 func expGo(u []float64) {
 	for i, x := range u {
 		if !(x >= -708 && x <= 709) {
@@ -250,4 +250,40 @@ func expGo(u []float64) {
 		p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120)))))
 		u[i] = p * exp2Frac[ki&63] * math.Float64frombits(uint64((ki>>6)+1023)<<52)
 	}
+}
+
+// Rope rotates one token's row of heads dh-wide blocks (head-major) by
+// the token's angle table: in every head, the interleaved pair j (elements
+// 2j and 2j+1, the complex number x[2j] + i·x[2j+1]) is multiplied by
+// cs[j] + i·sn[j], for j < dh/2 (action-step.md §3.6). The rotation runs in
+// float64 and rounds once to float32, as the reference's complex128 does.
+// A per-pair table serves both the 1-D RoPE of the action expert
+// (RopeTables) and the 3-D RoPE of the video DiT (world-model.md §5.4).
+func Rope(row []float32, heads, dh int, cs, sn []float64) {
+	if ropeVector(row, heads, dh, cs, sn) {
+		return
+	}
+	half := dh / 2
+	for h := 0; h < heads; h++ {
+		hd := row[h*dh : (h+1)*dh]
+		for j := 0; j < half; j++ {
+			x0, x1 := float64(hd[2*j]), float64(hd[2*j+1])
+			hd[2*j] = float32(x0*cs[j] - x1*sn[j])
+			hd[2*j+1] = float32(x0*sn[j] + x1*cs[j])
+		}
+	}
+}
+
+// RopeTables returns the 1-D RoPE tables [n, dh/2]: cos and sin of s·ω_j,
+// ω_j = 10000^(−2j/dh), for positions s = 0..n−1 and j < dh/2, in float64.
+func RopeTables(n, dh int) (cos, sin []float64) {
+	half := dh / 2
+	cos, sin = make([]float64, n*half), make([]float64, n*half)
+	for j := 0; j < half; j++ {
+		w := 1 / math.Pow(10000, float64(2*j)/float64(dh))
+		for s := 0; s < n; s++ {
+			sin[s*half+j], cos[s*half+j] = math.Sincos(float64(s) * w)
+		}
+	}
+	return cos, sin
 }

@@ -1,4 +1,4 @@
-package cpu
+package kernels
 
 import (
 	"fmt"
@@ -42,13 +42,13 @@ func sameBits32(t *testing.T, what string, in, got, want []float32) {
 // both exercised.
 func TestExpVectorMatchesGo(t *testing.T) {
 	if !hasAVX2 {
-		t.Skip("no AVX2 on this CPU: expInPlace is expGo")
+		t.Skip("no AVX2 on this CPU: Exp is expGo")
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	check := func(xs []float64) {
 		t.Helper()
 		got, want := slices.Clone(xs), slices.Clone(xs)
-		expInPlace(got)
+		Exp(got)
 		expGo(want)
 		for i := range xs {
 			if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
@@ -115,11 +115,11 @@ func TestRowKernelsMatchPortable(t *testing.T) {
 		name string
 		f    func(out, x, a, c []float32)
 	}{
-		{"softmax", func(out, x, _, _ []float32) { copy(out, x); softmaxRows(out, 1, len(out)) }},
-		{"gelu", func(out, x, _, _ []float32) { copy(out, x); geluInPlace(out) }},
-		{"layerNormModulate", func(out, x, a, c []float32) { layerNormModulate(out, x, len(x), a, c, 1e-6) }},
-		{"layerNormAffine", func(out, x, a, c []float32) { layerNormAffine(out, x, len(x), a, c, 1e-6) }},
-		{"rmsNorm", func(out, x, a, _ []float32) { copy(out, x); rmsNormRows(out, len(out), a, 1e-6) }},
+		{"softmax", func(out, x, _, _ []float32) { copy(out, x); SoftmaxRows(out, 1, len(out)) }},
+		{"gelu", func(out, x, _, _ []float32) { copy(out, x); GELU(out) }},
+		{"LayerNormModulate", func(out, x, a, c []float32) { LayerNormModulate(out, x, len(x), a, c, 1e-6) }},
+		{"LayerNormAffine", func(out, x, a, c []float32) { LayerNormAffine(out, x, len(x), a, c, 1e-6) }},
+		{"rmsNorm", func(out, x, a, _ []float32) { copy(out, x); RMSNormRows(out, len(out), a, 1e-6) }},
 	}
 	for _, scale := range []float64{1, 30} {
 		for _, x := range kernelInputs(r, scale) {
@@ -154,19 +154,22 @@ func BenchmarkRowKernels(b *testing.B) {
 	x, out, a, c := fill(32*1024, 1), make([]float32, 32*1024), fill(1024, 0.2), fill(1024, 0.2)
 	qkv, g := fill(32*9216, 1), fill(3072, 0.2)
 	scores, ff := fill(32*130, 3), fill(32*4096, 1)
-	be := &Backend{cfg: FullConfig()}
-	be.ropeCos, be.ropeSin = ropeTables(32, be.cfg.HeadDim)
+	cs, sn := RopeTables(32, 128)
 	kernels := []struct {
 		name   string
 		values int
 		f      func()
 	}{
-		{"softmax", len(scores), func() { softmaxRows(scores, 32, 130) }},
-		{"gelu", len(ff), func() { geluInPlace(ff) }},
-		{"layerNormModulate", len(x), func() { layerNormModulate(out, x, 1024, a, c, 1e-6) }},
-		{"layerNormAffine", len(x), func() { layerNormAffine(out, x, 1024, a, c, 1e-6) }},
-		{"rmsNormStrided", 32 * 3072, func() { rmsNormStrided(qkv, 32, 3072, 9216, 0, g, 1e-6) }},
-		{"rope", 32 * 3072, func() { be.rope(qkv, 0, 32, 9216, 0) }},
+		{"softmax", len(scores), func() { SoftmaxRows(scores, 32, 130) }},
+		{"gelu", len(ff), func() { GELU(ff) }},
+		{"LayerNormModulate", len(x), func() { LayerNormModulate(out, x, 1024, a, c, 1e-6) }},
+		{"LayerNormAffine", len(x), func() { LayerNormAffine(out, x, 1024, a, c, 1e-6) }},
+		{"RMSNormStrided", 32 * 3072, func() { RMSNormStrided(qkv, 32, 3072, 9216, 0, g, 1e-6) }},
+		{"rope", 32 * 3072, func() {
+			for s := range 32 {
+				Rope(qkv[s*9216:s*9216+3072], 24, 128, cs[s*64:(s+1)*64], sn[s*64:(s+1)*64])
+			}
+		}},
 	}
 	for _, k := range kernels {
 		for _, vec := range []bool{true, false} {
@@ -197,9 +200,13 @@ func TestRopeMatchesPortable(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, dh := range []int{4, 8, 16, 128} {
 		for heads := 1; heads <= 3; heads++ {
-			be := &Backend{cfg: Config{NumHeads: heads, HeadDim: dh}}
-			be.ropeCos, be.ropeSin = ropeTables(41, dh)
 			A, ld, off := heads*dh, 3*heads*dh, heads*dh
+			cs, sn := RopeTables(41, dh)
+			rope := func(m []float32) {
+				for s := range 41 {
+					Rope(m[s*ld+off:s*ld+off+heads*dh], heads, dh, cs[s*dh/2:(s+1)*dh/2], sn[s*dh/2:(s+1)*dh/2])
+				}
+			}
 			m := make([]float32, 41*ld)
 			for i := range m {
 				m[i] = float32(r.NormFloat64() * 3)
@@ -208,8 +215,8 @@ func TestRopeMatchesPortable(t *testing.T) {
 				}
 			}
 			got, want := slices.Clone(m), slices.Clone(m)
-			be.rope(got, 0, 41, ld, off)
-			portable(t, func() { be.rope(want, 0, 41, ld, off) })
+			rope(got)
+			portable(t, func() { rope(want) })
 			sameBits32(t, fmt.Sprintf("rope dh %d heads %d (A %d)", dh, heads, A), m, got, want)
 			if slices.Equal(got, m) {
 				t.Fatalf("rope dh %d heads %d: nothing rotated", dh, heads)

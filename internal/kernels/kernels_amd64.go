@@ -1,4 +1,4 @@
-package cpu
+package kernels
 
 import "golang.org/x/sys/cpu"
 
@@ -72,7 +72,7 @@ func expVector(u []float64) []float64 {
 	return u
 }
 
-// softmaxExpVector does softmaxRows' exponentials for the leading values of
+// softmaxExpVector does SoftmaxRows' exponentials for the leading values of
 // row (e = exp(float64(v−mx)) into row, added to *s in order) and returns
 // how many it did: up to the first group of four that needs math.Exp.
 func softmaxExpVector(row []float32, mx float32, s *float64) int {

@@ -1,0 +1,15 @@
+// Package kernels holds the element-wise and row-wise float32 kernels of
+// the transformer blocks that the action expert (expert/cpu) and the video
+// DiT (worldmodel) share (action-step.md §3): LayerNorm with adaLN
+// modulation or an affine, RMSNorm, softmax, GELU (tanh form), SiLU, the
+// gated residual add, interleaved RoPE with a per-pair angle table, and a
+// float64 exponential.
+//
+// Every kernel computes in float64 where the reference does and rounds
+// once to float32. On amd64 CPUs with AVX2 the hot loops run as assembly
+// (kernels_amd64.s) that performs the portable loops' operations in the
+// same order, so the results are the same bits on every CPU.
+//
+// The package imports nothing of this module; it stands on the lowest
+// floor (internal/layers).
+package kernels
