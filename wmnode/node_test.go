@@ -456,3 +456,36 @@ func TestStaleCameraAndClock(t *testing.T) {
 		t.Errorf("stalled clock: level %d %q", s.Level, s.Message)
 	}
 }
+
+// TestRateAndInactive: at a rate, a cycle runs on the trigger, not on a
+// frame; an inactive node drops its inputs and runs nothing.
+func TestRateAndInactive(t *testing.T) {
+	p := tinyParams()
+	p.Rate = 10
+	trig := make(chan time.Time)
+	r := newRig(t, p, tinyModel(t, p), false, func(c *Config) { c.Trigger = trig })
+	images := []worldmodel.Image{testImage(64, 64, 8), testImage(64, 64, 9)}
+	r.sendCycle(time.Now(), images)
+	r.diag() // every callback has returned; no cycle without a trigger
+	if n := r.cap.count(p.Topics.KVCache); n != 0 {
+		t.Fatalf("%d caches before the trigger", n)
+	}
+	trig <- time.Now()
+	r.cap.wait(t, p.Topics.KVCache)
+	trig <- time.Now() // no new frames: nothing to do
+	if err := r.wm.Deactivate(); err != nil {
+		t.Fatal(err)
+	}
+	r.sendCycle(time.Now(), images)
+	trig <- time.Now()
+	s := r.diag()
+	if value(s, "cycles") != "1" || value(s, "dropped.inactive") != "3" {
+		t.Errorf("cycles %s, dropped.inactive %s; want 1 and 3", value(s, "cycles"), value(s, "dropped.inactive"))
+	}
+	if err := r.wm.Activate(); err != nil {
+		t.Fatal(err)
+	}
+	r.sendCycle(time.Now(), images)
+	trig <- time.Now()
+	r.cap.wait(t, p.Topics.KVCache)
+}
