@@ -410,7 +410,7 @@ func TestWriterErrors(t *testing.T) {
 		name, typ, want string
 	}{
 		{"relative", msgs.TypeActionChunk, "not a fully qualified ROS name"},
-		{"/x", "std_msgs/msg/String", "no definition of std_msgs/String"},
+		{"/x", "std_msgs/msg/Int8", "no definition of std_msgs/Int8"},
 		{"/y", "nonsense", "is not of the form package/msg/Type"},
 	} {
 		if err := w.AddTopic(tc.name, tc.typ, bag.DefaultQoS()); err == nil || !strings.Contains(err.Error(), tc.want) {

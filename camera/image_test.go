@@ -154,6 +154,18 @@ func TestDecodeImageNoAllocation(t *testing.T) {
 		if n := testing.AllocsPerRun(50, run); n != 0 {
 			t.Fatalf("%s: %v allocations per frame, want 0", enc, n)
 		}
+		var fd camera.FrameDecoder
+		var img2 worldmodel.Image
+		h, err := fd.Decode(&img2, msgs.TypeImage, b)
+		if err != nil || h.FrameID != "agentview" || !bytes.Equal(img2.Pix, img.Pix) {
+			t.Fatalf("FrameDecoder: %v, header %+v", err, h)
+		}
+		if n := testing.AllocsPerRun(50, func() { _, _ = fd.Decode(&img2, msgs.TypeImage, b) }); n != 0 {
+			t.Fatalf("%s: FrameDecoder: %v allocations per frame, want 0", enc, n)
+		}
+		if _, err := fd.Decode(&img2, msgs.TypeString, b); !errors.Is(err, camera.ErrUnsupported) {
+			t.Fatalf("FrameDecoder of a String: %v", err)
+		}
 	}
 }
 
@@ -312,7 +324,10 @@ func TestDecodeCompressedRefusals(t *testing.T) {
 		{"bomb PNG 8192 × 8192 (over the pixel budget)", camera.Limits{}, "png", bombPNG(8192, 8192), camera.ErrTooLarge, "67108864 pixels"},
 		{"bomb PNG 2^31-1 × 1", camera.Limits{}, "png", bombPNG(1<<31-1, 1), camera.ErrTooLarge, "2147483647 × 1"},
 		{"bomb JPEG 65535 × 65535", camera.Limits{}, "jpeg", bombJPEG(t, 65535, 65535), camera.ErrTooLarge, "65535 × 65535"},
-		{"PNG whose IHDR lies (small image, larger IHDR)", camera.Limits{}, "png", bombPNG(300, 300), camera.ErrCorrupt, "300 × 300"},
+		{"PNG whose IHDR lies (a few bytes of IDAT for 300 × 300)", camera.Limits{}, "png", bombPNG(300, 300), camera.ErrCorrupt, "300 × 300 in 65 bytes: corrupt compressed image: that many pixels need at least 349 bytes"},
+		{"bomb PNG 4096 × 4096 (within the budget, refused by deflate's ratio)", camera.Limits{}, "png", bombPNG(4096, 4096), camera.ErrCorrupt, "need at least 65031 bytes of png"},
+		{"bomb JPEG 4096 × 4096 (within the budget, refused by its size)", camera.Limits{}, "jpeg", bombJPEG(t, 4096, 4096), camera.ErrCorrupt, "need at least 32768 bytes of jpeg"},
+		{"PNG whose IHDR is a little larger than its data", camera.Limits{}, "png", grownPNG(t), camera.ErrCorrupt, "16 × 40: corrupt compressed image: png: invalid format: not enough pixel data"},
 		{"jpeg truncated in the scan", camera.Limits{}, "jpeg", jpegData[:len(jpegData)-12], camera.ErrCorrupt, "16 × 16"},
 		{"png truncated in IDAT", camera.Limits{}, "png", pngData[:len(pngData)-20], camera.ErrCorrupt, "16 × 16"},
 	} {
@@ -380,4 +395,14 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("ParseFormat(%q): %v, want ErrUnsupported", format, err)
 		}
 	}
+}
+
+// grownPNG is a 16 × 16 PNG whose IHDR says 16 × 40: plausible for its
+// size, but its rows run out.
+func grownPNG(t testing.TB) []byte {
+	b := encodePNG(t, toNRGBA(pattern(16, 16, 0)))
+	// IHDR data starts at 16; the height at 20; the CRC after the 13 bytes.
+	binary.BigEndian.PutUint32(b[20:], 40)
+	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(b[12:29]))
+	return b
 }

@@ -385,7 +385,6 @@ type BagReader struct {
 	r         *bag.Reader
 	topics    Topics
 	tol       time.Duration
-	limits    Limits
 	camIndex  map[string]int
 	camTypes  []string
 	propType  string
@@ -395,8 +394,7 @@ type BagReader struct {
 	stateAt   time.Time
 	hasState  bool
 	instr     string
-	rawMsg    msgs.Image
-	compMsg   msgs.CompressedImage
+	frames    FrameDecoder
 	arrMsg    msgs.Float64MultiArray
 	jsMsg     msgs.JointState
 	strMsg    msgs.String
@@ -429,7 +427,7 @@ func OpenBag(ctx context.Context, path string, opts ReadOptions) (*BagReader, er
 		return nil, fmt.Errorf("camera: image bag: %w", err)
 	}
 	br := &BagReader{
-		r: r, topics: topics, tol: tol, limits: opts.Limits.withDefaults(),
+		r: r, topics: topics, tol: tol, frames: FrameDecoder{Limits: opts.Limits},
 		camIndex: make(map[string]int, len(topics.Cameras)),
 		camTypes: make([]string, len(topics.Cameras)),
 		cams:     make([]cameraState, len(topics.Cameras)),
@@ -545,23 +543,9 @@ func (br *BagReader) Next(ctx context.Context) (*Observation, error) {
 func (br *BagReader) take(m bag.Message) error {
 	if i, ok := br.camIndex[m.Topic]; ok {
 		c := &br.cams[i]
-		var h msgs.Header
-		if br.camTypes[i] == msgs.TypeImage {
-			if err := br.rawMsg.UnmarshalCDRReuse(m.Data); err != nil {
-				return err
-			}
-			if err := br.limits.DecodeImage(&c.img, &br.rawMsg); err != nil {
-				return err
-			}
-			h = br.rawMsg.Header
-		} else {
-			if err := br.compMsg.UnmarshalCDRReuse(m.Data); err != nil {
-				return err
-			}
-			if err := br.limits.DecodeCompressed(&c.img, &br.compMsg); err != nil {
-				return err
-			}
-			h = br.compMsg.Header
+		h, err := br.frames.Decode(&c.img, br.camTypes[i], m.Data)
+		if err != nil {
+			return err
 		}
 		if c.fresh {
 			br.stats.UnpairedFrames++

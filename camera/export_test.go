@@ -1,0 +1,4 @@
+package camera
+
+// ToRGB exposes toRGB to the tests.
+var ToRGB = toRGB
