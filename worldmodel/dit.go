@@ -47,7 +47,16 @@ type DiT struct {
 	ropeCos, ropeSin []float64 // [Sv, Dh/2], the 3-D table of §5.4
 
 	patches, x, h, qkv, o, tmp, qc []float32
-	ctx1, ctxV, kc, vc, ff, scores []float32
+	ctx1, ctxV, ff, scores         []float32
+
+	// The cross-attention keys and values of every full layer, [L, A]
+	// each. Rows 0..L−2 (the text rows) depend only on the context's
+	// text rows: they are kept while those stay the same (textKey holds
+	// their bits, textValid says whether kc/vc hold them); the last row
+	// (the proprio token) is computed on every call.
+	kc, vc    [][]float32
+	textKey   []float32
+	textValid bool
 
 	// trace, when set (tests), sees the patch embedding ("x0", [Sv, D])
 	// and the video context embedding ("ctx_v", [L, D]).
@@ -79,8 +88,12 @@ func NewDiT(w *DiTWeights, gemm cpu.Gemm, size DiTSize) (*DiT, error) {
 		x:       make([]float32, sv*D), h: make([]float32, sv*D),
 		qkv: make([]float32, sv*3*A), o: make([]float32, sv*A), tmp: make([]float32, sv*D),
 		qc: make([]float32, sv*A), ctx1: make([]float32, L*D), ctxV: make([]float32, L*D),
-		kc: make([]float32, L*A), vc: make([]float32, L*A), ff: make([]float32, sv*F),
-		scores: make([]float32, H*sv*max(sv, L)),
+		ff: make([]float32, sv*F), scores: make([]float32, H*sv*max(sv, L)),
+		kc: make([][]float32, c.NumLayers-1), vc: make([][]float32, c.NumLayers-1),
+		textKey: make([]float32, (L-1)*c.TextDim),
+	}
+	for l := range d.kc {
+		d.kc[l], d.vc[l] = make([]float32, L*A), make([]float32, L*A)
 	}
 	d.ropeCos, d.ropeSin = Rope3DTable(c.HeadDim, 1, h/2, wd/2)
 	return d, nil
@@ -144,7 +157,10 @@ func Rope3DTable(dh, frames, height, width int) (cos, sin []float64) {
 // every layer's video K and V, [N, 1, Sv, A] each, straight into keys and
 // values (both F32 or both F16, IEEE half rounded to nearest even from the
 // float32 result). Layer l's entry comes from the tokens entering layer l;
-// the last layer computes only its K and V (§5.6).
+// the last layer computes only its K and V (§5.6). The context's text rows
+// (all but the last) are embedded, and their cross-attention K and V
+// computed, only when they differ from the last call's (bit for bit); the
+// result is the same either way.
 //
 // Buffers of the wrong length, a latent or context value that is not
 // finite, are refused before anything is computed. When ctx is cancelled
@@ -193,9 +209,23 @@ func (d *DiT) Prefill(ctx context.Context, latent, cond []float32, keys, values 
 		d.trace("x0", d.x)
 	}
 	// §5.3: the video expert's own text embedding of the context.
-	d.linear(d.ctx1, cond, L, T, d.w.Text0, d.w.Text0B, D)
-	kernels.GELU(d.ctx1)
-	d.linear(d.ctxV, d.ctx1, L, D, d.w.Text2, d.w.Text2B, D)
+	// §5.3, §5.6: the text rows' ctx_v and cross-attention K/V only when
+	// the text rows changed; the proprio row's always. Each part is
+	// computed the same way whether the other is cached or not, so the
+	// results do not depend on the cache.
+	nt := L - 1
+	if !d.textValid || !sameFloatBits(d.textKey, cond[:nt*T]) {
+		d.textValid = false
+		if err := d.textRows(ctx, cond[:nt*T]); err != nil {
+			return err
+		}
+		copy(d.textKey, cond[:nt*T])
+		d.textValid = true
+	}
+	d.embedContext(d.ctx1[nt*D:], d.ctxV[nt*D:], cond[nt*T:], 1)
+	for l := range d.kc {
+		d.crossKV(l, nt, 1)
+	}
 	if d.trace != nil {
 		d.trace("ctx_v", d.ctxV)
 	}
@@ -242,10 +272,7 @@ func (d *DiT) Prefill(ctx context.Context, latent, cond []float32, keys, values 
 		kernels.LayerNormAffine(hb, x, D, Ly.Norm3W, Ly.Norm3B, ditEps)
 		d.linear(d.qc, hb, sv, D, Ly.CrossQ, Ly.CrossQB, A)
 		kernels.RMSNormRows(d.qc, A, Ly.CrossNormQ, ditEps)
-		d.linear(d.kc, d.ctxV, L, D, Ly.CrossK, Ly.CrossKB, A)
-		kernels.RMSNormRows(d.kc, A, Ly.CrossNormK, ditEps)
-		d.linear(d.vc, d.ctxV, L, D, Ly.CrossV, Ly.CrossVB, A)
-		d.attention(d.o, d.qc, A, d.kc, A, d.vc, A, L)
+		d.attention(d.o, d.qc, A, d.kc[l], A, d.vc[l], A, L)
 		d.linear(d.tmp, d.o, sv, A, Ly.CrossO, Ly.CrossOB, D)
 		for i, v := range d.tmp {
 			x[i] += v
@@ -260,6 +287,57 @@ func (d *DiT) Prefill(ctx context.Context, latent, cond []float32, keys, values 
 		kernels.AddGated(x, d.tmp, gate2, D)
 	}
 	return nil
+}
+
+// textRows computes the ctx_v rows and every full layer's cross-attention
+// K/V rows of the context's text rows (all rows but the last).
+func (d *DiT) textRows(ctx context.Context, text []float32) error {
+	nt := d.size.ContextRows - 1
+	if nt == 0 {
+		return nil
+	}
+	d.embedContext(d.ctx1, d.ctxV, text, nt)
+	for l := range d.kc {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d.crossKV(l, 0, nt)
+	}
+	return nil
+}
+
+// embedContext writes ctx_v = lin(gelu(lin(rows; text_embedding.0));
+// text_embedding.2) of n context rows into out, h1 its scratch.
+func (d *DiT) embedContext(h1, out, rows []float32, n int) {
+	c := d.cfg
+	d.linear(h1[:n*c.HiddenDim], rows, n, c.TextDim, d.w.Text0, d.w.Text0B, c.HiddenDim)
+	kernels.GELU(h1[:n*c.HiddenDim])
+	d.linear(out[:n*c.HiddenDim], h1[:n*c.HiddenDim], n, c.HiddenDim, d.w.Text2, d.w.Text2B, c.HiddenDim)
+}
+
+// crossKV computes layer l's cross-attention K (RMS-normed) and V of the
+// n ctx_v rows from row r0.
+func (d *DiT) crossKV(l, r0, n int) {
+	D, A := d.cfg.HiddenDim, d.cfg.HiddenDim
+	Ly := &d.w.Layers[l]
+	src := d.ctxV[r0*D : (r0+n)*D]
+	k, v := d.kc[l][r0*A:(r0+n)*A], d.vc[l][r0*A:(r0+n)*A]
+	d.linear(k, src, n, D, Ly.CrossK, Ly.CrossKB, A)
+	kernels.RMSNormRows(k, A, Ly.CrossNormK, ditEps)
+	d.linear(v, src, n, D, Ly.CrossV, Ly.CrossVB, A)
+}
+
+// sameFloatBits reports whether a and b hold the same float32 bit patterns.
+func sameFloatBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // store copies layer l's k and v (columns kOff and kOff+A of the fused
@@ -307,9 +385,10 @@ func (d *DiT) linear(out, in []float32, m, k int, w, bias []float32, n int) {
 	d.gemm.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, in, k, w, k, 1, out, n)
 }
 
-// Flops is the matrix-product work of one Prefill, 2 per multiply-add:
-// the patch and text embeddings, every full layer's products and
-// attention, and the trimmed last layer's k and v.
+// Flops is the matrix-product work of one Prefill whose context's text
+// rows differ from the last call's, 2 per multiply-add: the patch and
+// text embeddings, every full layer's products and attention, and the
+// trimmed last layer's k and v.
 func (d *DiT) Flops() float64 {
 	c := d.cfg
 	D, F, T, z := float64(c.HiddenDim), float64(c.FFNDim), float64(c.TextDim), float64(c.LatentChannels)
@@ -319,6 +398,15 @@ func (d *DiT) Flops() float64 {
 		2*sv*D*D + 2*2*L*D*D + 2*2*sv*L*D + 2*sv*D*D + // cross q, k, v, attention, o
 		2*2*sv*D*F // FFN
 	return f + float64(c.NumLayers-1)*full + 2*sv*D*2*D
+}
+
+// TextFlops is the part of Flops spent on the context's text rows (their
+// ctx_v and every full layer's cross-attention K and V), which a Prefill
+// skips when the text rows are the same as the last call's.
+func (d *DiT) TextFlops() float64 {
+	c := d.cfg
+	D, T, nt := float64(c.HiddenDim), float64(c.TextDim), float64(d.size.ContextRows-1)
+	return 2*nt*T*D + 2*nt*D*D + float64(c.NumLayers-1)*2*2*nt*D*D
 }
 
 // firstNonFinite returns the index of the first NaN or ±Inf of v, or −1.

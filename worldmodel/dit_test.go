@@ -374,3 +374,41 @@ func TestDiTConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestDiTTextRowsCache: a prefill whose context's text rows changed gives
+// what a fresh DiT gives, bit for bit, and so does one whose text rows
+// did not (only the proprio row changed).
+func TestDiTTextRowsCache(t *testing.T) {
+	w, err := LoadDiTWeights(filepath.Join(ditGoldenDir, "weights.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loadDiTCase(t, w, nil, "dit_49.npz")
+	lat, cond := c.ref["latent"].Data, slices.Clone(c.ref["context"].Data)
+	T := w.Config.TextDim
+	k, v := f32KV(c.d)
+	for i, edit := range []func(){
+		func() {},
+		func() { cond[5*T+3] += 0.5 },        // a text row
+		func() { cond[len(cond)-1] -= 0.25 }, // the proprio row only
+		func() { cond[127*T] = 1 },           // a padding row
+		func() { cond[127*T] = float32(0) },  // back
+		func() { cond[0] = -cond[0] + 1e-3 }, // the first value
+	} {
+		edit()
+		if err := c.d.Prefill(t.Context(), lat, cond, k, v); err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := NewDiT(w, nil, c.d.size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fk, fv := f32KV(fresh)
+		if err := fresh.Prefill(t.Context(), lat, cond, fk, fv); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(k.F32, fk.F32) || !slices.Equal(v.F32, fv.F32) {
+			t.Errorf("edit %d: K/V differ from a fresh DiT's", i)
+		}
+	}
+}

@@ -65,8 +65,7 @@ type ditTensor struct {
 	name     string
 	shape    []int
 	required bool
-	dst      []float32 // nil: read into a fresh slice (the folded time MLP) or not read
-	set      *[]float32
+	set      *[]float32 // where a read tensor goes; nil: the time MLP (folded) or not read
 }
 
 // ditTensors lists every key of the DiT weight file contract for c in a

@@ -1,7 +1,7 @@
 // Package worldmodel is the host-side front end of Fast-WAM's world model:
 // what turns a robot's camera frames, proprio state and instruction into
-// the inputs of the video DiT, as ../shared/spec/world-model.md §1–§4
-// specifies them.
+// the video K/V cache and the context the action expert reads, as
+// ../shared/spec/world-model.md specifies them.
 //
 // It provides, so far:
 //
@@ -21,9 +21,18 @@
 //   - the Wan2.2 VAE encoder at T = 1 (§4): the image tensor to the
 //     normalised latent mean [48, H/16, W/16], its rank-5 convolutions
 //     rewritten as rank-3 ones (im2col and sgemm), its weights read by the
-//     checkpoint's names (VAEEncoder, LoadVAEWeights).
+//     checkpoint's names (VAEEncoder, LoadVAEWeights);
+//   - the video DiT prefill at t = 0 (§5): the latent and the context to
+//     every layer's video K and V, written straight into the caller's F32 or
+//     F16 buffers, the time modulation folded at load, the 3-D RoPE, the
+//     last layer trimmed to its K and V (DiT, DiTConfig, LoadDiTWeights, the
+//     DiT weight file contract of docs/world-model.md);
+//   - the whole world model (§0): camera images, proprio state and
+//     instruction to K/V, context and mask, with per-stage times (Model,
+//     LoadModel).
 //
-// The video DiT prefill and its weights come later; see
-// docs/world-model.md. Every input is hostile: a bad size, length or value
-// is refused with an error naming it, before anything is computed.
+// The block kernels are internal/kernels, shared with the action expert
+// (expert/cpu); products go through the sgemm cpu.PickGemm chooses. Every
+// input is hostile: a bad size, length or value is refused with an error
+// naming it, before anything is computed. See docs/world-model.md.
 package worldmodel

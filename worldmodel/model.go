@@ -182,7 +182,9 @@ func (m *Model) Run(ctx context.Context, obs Observation, out *Output) error {
 	out.Valid = false
 	d := m.Dims()
 	n := d.Layers * d.VideoTokens * d.Width
-	if out.Keys.Len() != n || out.Values.Len() != n || (out.Keys.F32 == nil) != (out.Values.F32 == nil) {
+	k, v := out.Keys, out.Values
+	oneEach := (k.F32 == nil) != (k.F16 == nil) && (v.F32 == nil) != (v.F16 == nil)
+	if !oneEach || k.Len() != n || v.Len() != n || (k.F32 == nil) != (v.F32 == nil) {
 		return fmt.Errorf("worldmodel: output K/V of %d and %d values: want %d each, both F32 or both F16", out.Keys.Len(), out.Values.Len(), n)
 	}
 	if len(out.Context) != d.ContextRows*d.TextDim || len(out.Mask) != d.ContextRows {

@@ -78,6 +78,14 @@ func TestModelRun(t *testing.T) {
 		t.Fatal("Run returned nil but the output is not valid")
 	}
 	t.Logf("stage times: %+v", out.Times)
+	// Allocations of a steady-state run, logged: the VAE's worker
+	// goroutines allocate (and the OpenBLAS binding, with that sgemm).
+	allocs := testing.AllocsPerRun(3, func() {
+		if err := m.Run(t.Context(), obs, out); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%v allocations a steady-state Run (gonum's sgemm)", allocs)
 
 	// The same cycle through the parts.
 	pre, _ := NewPreprocessor(opts.Frame)
@@ -189,6 +197,10 @@ func TestModelRefuses(t *testing.T) {
 	small := &Output{Keys: expert.TensorView{F32: out.Keys.F32[1:]}, Values: out.Values, Context: out.Context, Mask: out.Mask}
 	if err := m.Run(t.Context(), good, small); err == nil {
 		t.Error("short K buffer accepted")
+	}
+	both := &Output{Keys: expert.TensorView{F32: out.Keys.F32[:len(out.Keys.F32)-1], F16: make([]uint16, 1)}, Values: out.Values, Context: out.Context, Mask: out.Mask}
+	if err := m.Run(t.Context(), good, both); err == nil {
+		t.Error("K view with both F32 and F16 set accepted")
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
