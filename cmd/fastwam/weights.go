@@ -102,12 +102,12 @@ func runWeightsMake(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.Usage()
 		return usageError("weights make needs -o FILE")
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := map[string]string{} // the flags given, and their values
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
 	if err := checkModelFlags(model, set); err != nil {
 		return err
 	}
-	if model == "text" && !set["dtype"] {
+	if _, ok := set["dtype"]; model == "text" && !ok {
 		dtype = "bf16"
 	}
 	st, ok := storageTypes[dtype]

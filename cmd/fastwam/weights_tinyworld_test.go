@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fastwam/actionexpert/actions"
+	"github.com/fastwam/actionexpert/safetensors"
 	"github.com/fastwam/actionexpert/worldmodel"
 )
 
@@ -136,6 +138,23 @@ func TestTinyWorldAssets(t *testing.T) {
 	if vae.Dim != 4 {
 		t.Errorf("VAE d = %d, want 4", vae.Dim)
 	}
+	// The random VAE keeps a 224 × 448 frame's latent finite and spread
+	// (spec §7's scales: no activation blows up or dies out).
+	enc, err := worldmodel.NewVAEEncoder(vae, 224, 448, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := make([]float32, 3*224*448)
+	for i := range img {
+		img[i] = float32((i*7919)%255)*(2.0/255) - 1
+	}
+	latent := make([]float32, worldmodel.LatentChannels*14*28)
+	if err := enc.Encode(latent, img); err != nil {
+		t.Fatal(err)
+	}
+	if _, std := valueStats(latent); !(std > 0.01 && std < 100) {
+		t.Errorf("latent std %v: want a finite spread", std)
+	}
 
 	stats := filepath.Join(tinyWorldDir, "dataset_stats.json")
 	n, err := worldmodel.LoadStateNormalizer(stats, "default", worldmodel.ProprioDim)
@@ -159,6 +178,34 @@ func TestTinyWorldAssets(t *testing.T) {
 		}
 	}
 
+	// The proprio token of a state: the DiT file's proprio encoder on the
+	// state normalised with these statistics.
+	f, err := safetensors.Open(filepath.Join(tinyWorldDir, "dit.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pw, err := f.Float32("proprio_encoder.weight", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := f.Float32("proprio_encoder.bias", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := worldmodel.State([3]float64{-0.1, 0.05, 1.1}, [4]float64{0.99, 0.05, 0.02, 0.1}, [2]float64{0.03, -0.03})
+	p := make([]float32, worldmodel.ProprioDim)
+	if err := n.Normalize(p, state[:]); err != nil {
+		t.Fatal(err)
+	}
+	row := make([]float32, tinyWorldConfig.TextDim)
+	if err := worldmodel.ProprioToken(row, pw, pb, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, std := valueStats(row); !(std > 0.01 && std < 100) {
+		t.Errorf("proprio token std %v: want a finite spread", std)
+	}
+
 	cache := worldmodel.TextCache{Dir: filepath.Join(tinyWorldDir, "text"), Rows: 128, Dim: tinyWorldConfig.TextDim, Encoder: tinyWorldEncoder}
 	for task, tokens := range map[string]int{"put the bowl on the plate": 14, "open the top drawer of the cabinet": 17, "turn on the stove": 11} {
 		e, err := cache.Lookup(task)
@@ -169,4 +216,17 @@ func TestTinyWorldAssets(t *testing.T) {
 			t.Errorf("%q: %d tokens, want %d", task, e.Tokens, tokens)
 		}
 	}
+}
+
+// valueStats returns the mean and standard deviation of v (NaN if any
+// value is not finite).
+func valueStats(v []float32) (mean, std float64) {
+	for _, x := range v {
+		mean += float64(x)
+	}
+	mean /= float64(len(v))
+	for _, x := range v {
+		std += (float64(x) - mean) * (float64(x) - mean)
+	}
+	return mean, math.Sqrt(std / float64(len(v)))
 }

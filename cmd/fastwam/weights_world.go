@@ -186,12 +186,11 @@ const vaeFormat = "fastwam-vae-random/1"
 
 // makeWorld writes the world model's random weights (the DiT weight file
 // contract) and says what it wrote.
-func makeWorld(ctx context.Context, out string, c worldConfig, keepUnused bool, st storageType, seed uint64, progTo io.Writer, stdout io.Writer) error {
+func makeWorld(ctx context.Context, out string, c worldConfig, ts []tensor, keepUnused bool, st storageType, seed uint64, progTo io.Writer, stdout io.Writer) error {
 	cfgJSON, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("weights: world configuration: %w", err)
 	}
-	ts := worldStateDict(c, keepUnused)
 	meta := map[string]string{worldConfigMetadataKey: string(cfgJSON), "format": "pt",
 		"note": "random world-model test weights written by fastwam weights make -model world, seed " + strconv.FormatUint(seed, 10)}
 	n, err := writeTensors(ctx, out, meta, ts, st, seed, progress.New(progTo, "weights make", "tensors", len(ts), progress.DefaultInterval))
@@ -199,15 +198,17 @@ func makeWorld(ctx context.Context, out string, c worldConfig, keepUnused bool, 
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d tensors, %d parameters in %s, %d bytes (seed %d)\n", out, len(ts), numel(ts), st.name, n, seed)
+	kept := ""
+	if keepUnused {
+		kept = " (unused tensors kept)"
+	}
 	fmt.Fprintf(stdout, "world config: %d layers, %dx%d heads, hidden %d, ffn %d, text %d, freq %d, proprio %d, latent %d%s\n",
-		c.NumLayers, c.NumHeads, c.HeadDim, c.HiddenDim, c.FFNDim, c.TextDim, c.FreqDim, c.ProprioDim, c.LatentChannels,
-		map[bool]string{true: " (unused tensors kept)", false: ""}[keepUnused])
+		c.NumLayers, c.NumHeads, c.HeadDim, c.HiddenDim, c.FFNDim, c.TextDim, c.FreqDim, c.ProprioDim, c.LatentChannels, kept)
 	return nil
 }
 
 // makeVAE writes the VAE encoder's random weights for base width d.
-func makeVAE(ctx context.Context, out string, d int, st storageType, seed uint64, progTo io.Writer, stdout io.Writer) error {
-	ts := vaeStateDict(d)
+func makeVAE(ctx context.Context, out string, d int, ts []tensor, st storageType, seed uint64, progTo io.Writer, stdout io.Writer) error {
 	meta := map[string]string{"format": vaeFormat, "dim": strconv.Itoa(d),
 		"note": "random VAE encoder test weights written by fastwam weights make -model vae, seed " + strconv.FormatUint(seed, 10)}
 	n, err := writeTensors(ctx, out, meta, ts, st, seed, progress.New(progTo, "weights make", "tensors", len(ts), progress.DefaultInterval))
@@ -296,7 +297,7 @@ var modelFlags = map[string][]string{
 
 // checkModelFlags refuses an unknown -model and a flag given that the
 // model does not read (it would be silently ignored).
-func checkModelFlags(model string, set map[string]bool) error {
+func checkModelFlags(model string, set map[string]string) error {
 	own, ok := modelFlags[model]
 	if !ok {
 		return usageError("-model must be expert, world, vae or text, got %q", model)
@@ -307,8 +308,8 @@ func checkModelFlags(model string, set map[string]bool) error {
 	}
 	for _, name := range []string{"layers", "heads", "head-dim", "text-dim", "hidden", "ffn", "freq-dim", "action-dim", "action-tokens",
 		"video-tokens", "context-tokens", "eps", "proprio-dim", "latent-channels", "keep-unused", "vae-dim", "task", "rows", "tokens", "encoder"} {
-		if set[name] && !allowed[name] {
-			return usageError("-%s does not apply to -model %s (it reads -%s)", name, model, strings.Join(own, ", -"))
+		if v, ok := set[name]; ok && !allowed[name] {
+			return usageError("-%s %s does not apply to -model %s (it reads -%s)", name, v, model, strings.Join(own, ", -"))
 		}
 	}
 	return nil
@@ -319,9 +320,9 @@ func checkModelFlags(model string, set map[string]bool) error {
 // were parsed into c with the action expert's defaults: a flag the user
 // did not give takes the world model's default instead.
 func makeWorldSide(ctx context.Context, model, out string, force bool, st storageType, seed uint64, progressMode string, stdout, stderr io.Writer,
-	set map[string]bool, c cpu.Config, w worldConfig, keepUnused bool, vaeDim int, text textEntrySpec) error {
+	set map[string]string, c cpu.Config, w worldConfig, keepUnused bool, vaeDim int, text textEntrySpec) error {
 	pick := func(flag string, v int, def int) int {
-		if set[flag] {
+		if _, ok := set[flag]; ok {
 			return v
 		}
 		return def
@@ -367,7 +368,7 @@ func makeWorldSide(ctx context.Context, model, out string, force bool, st storag
 		return err
 	}
 	if model == "world" {
-		return makeWorld(ctx, out, w, keepUnused, st, seed, progressTo, stdout)
+		return makeWorld(ctx, out, w, ts, keepUnused, st, seed, progressTo, stdout)
 	}
-	return makeVAE(ctx, out, vaeDim, st, seed, progressTo, stdout)
+	return makeVAE(ctx, out, vaeDim, ts, st, seed, progressTo, stdout)
 }

@@ -123,7 +123,7 @@ func checkWorldWeightsFile(t *testing.T, path string, want worldConfig, full boo
 	}
 }
 
-// tensorStd returns the mean and standard deviation of a tensor's values.
+// tensorStats returns the mean and standard deviation of a tensor's values.
 func tensorStats(t *testing.T, path, name string) (mean, std float64) {
 	t.Helper()
 	f, err := safetensors.Open(path)
@@ -135,14 +135,7 @@ func tensorStats(t *testing.T, path, name string) (mean, std float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range v {
-		mean += float64(x)
-	}
-	mean /= float64(len(v))
-	for _, x := range v {
-		std += (float64(x) - mean) * (float64(x) - mean)
-	}
-	return mean, math.Sqrt(std / float64(len(v)))
+	return valueStats(v)
 }
 
 func mustRun(t *testing.T, args ...string) string {
@@ -332,7 +325,7 @@ func TestWeightsMakeText(t *testing.T) {
 		{[]string{"-task", "x", "-o", dir, "-tokens", "200"}, "text entry with 200 tokens (-tokens): want 1..128"},
 		{[]string{"-task", "x", "-o", dir, "-rows", "0"}, "text entry of 0 × 32"},
 		{[]string{"-task", "x", "-o", filepath.Join(dir, "none")}, "must be an existing folder"},
-		{[]string{"-task", "x", "-o", dir, "-layers", "2"}, "-layers does not apply to -model text"},
+		{[]string{"-task", "x", "-o", dir, "-layers", "2"}, "-layers 2 does not apply to -model text"},
 	} {
 		code, _, stderr := runCmd(t, append([]string{"weights", "make", "-model", "text"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {
@@ -366,11 +359,11 @@ func TestWeightsMakeWorldErrors(t *testing.T) {
 		{[]string{"-model", "world", "-o", x, "-proprio-dim", "0"}, "world config proprio_dim is 0"},
 		{[]string{"-model", "world", "-o", x, "-latent-channels", "70000"}, "world config latent_channels is 70000"},
 		{[]string{"-model", "world", "-o", x, "-freq-dim", "255"}, "world config freq_dim is 255: want an even number"},
-		{[]string{"-model", "world", "-o", x, "-action-dim", "7"}, "-action-dim does not apply to -model world"},
-		{[]string{"-model", "world", "-o", x, "-vae-dim", "7"}, "-vae-dim does not apply to -model world"},
+		{[]string{"-model", "world", "-o", x, "-action-dim", "7"}, "-action-dim 7 does not apply to -model world"},
+		{[]string{"-model", "world", "-o", x, "-vae-dim", "7"}, "-vae-dim 7 does not apply to -model world"},
 		{[]string{"-model", "vae", "-o", x, "-vae-dim", "0"}, "-vae-dim is 0: want 1..1024"},
-		{[]string{"-model", "vae", "-o", x, "-hidden", "8"}, "-hidden does not apply to -model vae (it reads -vae-dim)"},
-		{[]string{"-o", x, "-proprio-dim", "8"}, "-proprio-dim does not apply to -model expert"},
+		{[]string{"-model", "vae", "-o", x, "-hidden", "8"}, "-hidden 8 does not apply to -model vae (it reads -vae-dim)"},
+		{[]string{"-o", x, "-proprio-dim", "8"}, "-proprio-dim 8 does not apply to -model expert"},
 		{[]string{"-model", "vae", "-o", x, "-dtype", "f64"}, `-dtype must be f32, f16 or bf16, got "f64"`},
 	} {
 		code, _, stderr := runCmd(t, append([]string{"weights", "make"}, tc.args...)...)
