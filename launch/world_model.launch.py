@@ -36,8 +36,8 @@ PARAMETERS = [
     ('model.dataset_stats', "the checkpoint's dataset_stats.json (state statistics)"),
     ('model.state_key', 'the state key of dataset_stats.json'),
     ('model.text_cache', 'the folder of per-instruction text cache entries'),
-    ('image_transport', 'camera messages: raw (sensor_msgs/Image) or compressed '
-     '(sensor_msgs/CompressedImage, JPEG or PNG)'),
+    ('image_transports', 'camera messages, one per camera or one for all: raw '
+     '(sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage, JPEG or PNG)'),
     ('flip_cameras', "rotate every camera image by 180° before the crop-resize (LIBERO's raw "
      'renders); false for training-orientation images'),
     ('proprio.type', "the proprio topic's message: float64_multi_array (the values in order) or "

@@ -233,7 +233,7 @@ func (n *Node) Diagnostics() msgs.DiagnosticArray {
 		{Key: "kv_transport", Value: n.p.KVTransport},
 		{Key: "kv_dtype", Value: n.p.KVDType},
 		{Key: "output", Value: fmt.Sprintf("K/V [%d, 1, %d, %d], context [1, %d, %d]", d.Layers, d.VideoTokens, d.Width, d.ContextRows, d.TextDim)},
-		{Key: "image_transport", Value: n.p.ImageTransport},
+		{Key: "image_transports", Value: strings.Join(n.p.ImageTransports, ", ")},
 		{Key: "rate_hz", Value: strconv.FormatFloat(n.p.Rate, 'g', 6, 64)},
 		{Key: "tolerance_s", Value: strconv.FormatFloat(n.p.Tolerance.Seconds(), 'g', 6, 64)},
 		{Key: "cycles", Value: u(s.Cycles)},

@@ -276,12 +276,12 @@ func (n *Node) connect(t node.Transport) error {
 	if n.diagPub, err = t.Advertise(node.Topic{Name: p.Topics.Diagnostics, Type: msgs.TypeDiagnosticArray, QoS: params.DiagnosticsQoS()}); err != nil {
 		return fmt.Errorf("wmnode: advertise %s: %w", p.Topics.Diagnostics, err)
 	}
-	imgType := msgs.TypeImage
-	if p.ImageTransport == ImageCompressed {
-		imgType = msgs.TypeCompressedImage
-	}
 	for i, topic := range p.Topics.Cameras {
 		n.cams[i].topic = topic
+		imgType := msgs.TypeImage
+		if p.ImageTransport(i) == ImageCompressed {
+			imgType = msgs.TypeCompressedImage
+		}
 		if err := t.Subscribe(node.Topic{Name: topic, Type: imgType, QoS: p.QoS.Cameras}, func(data []byte) { n.onImage(i, data) }); err != nil {
 			return fmt.Errorf("wmnode: subscribe %s: %w", topic, err)
 		}
@@ -370,7 +370,7 @@ func (n *Node) onImage(i int, data []byte) {
 		return
 	}
 	var h msgs.Header
-	if n.p.ImageTransport == ImageCompressed {
+	if n.p.ImageTransport(i) == ImageCompressed {
 		m := &n.compImg[i]
 		if err := m.UnmarshalCDRReuse(data); err != nil {
 			n.refuse(c.topic, RefuseDecode, err)

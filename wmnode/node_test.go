@@ -163,11 +163,11 @@ func newRig(t *testing.T, p Params, model Model, withExpert bool, opts ...func(*
 	if r.wm, err = New(cfg, r.bus); err != nil {
 		t.Fatal(err)
 	}
-	imgType := msgs.TypeImage
-	if p.ImageTransport == ImageCompressed {
-		imgType = msgs.TypeCompressedImage
-	}
-	for _, c := range p.Topics.Cameras {
+	for i, c := range p.Topics.Cameras {
+		imgType := msgs.TypeImage
+		if p.ImageTransport(i) == ImageCompressed {
+			imgType = msgs.TypeCompressedImage
+		}
 		r.advertise(c, imgType)
 	}
 	stType := msgs.TypeFloat64MultiArray

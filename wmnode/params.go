@@ -43,7 +43,9 @@ type Params struct {
 	// The world model's files (worldmodel.ModelOptions).
 	DiTWeights, VAEWeights, StateStats, StateKey, TextCache string
 
-	ImageTransport string // ImageRaw or ImageCompressed
+	// ImageTransports are the cameras' message types, ImageRaw or
+	// ImageCompressed: one per camera, or one for every camera.
+	ImageTransports []string
 	// FlipCameras rotates every camera's image by 180° before the
 	// crop-resize (LIBERO's raw MuJoCo renders); false for a source that
 	// already delivers training-orientation images.
@@ -109,7 +111,7 @@ func DefaultParams() Params {
 	sensor := params.QoS{Reliability: params.ReliabilityBestEffort, Durability: params.DurabilityVolatile, History: params.HistoryKeepLast, Depth: 2}
 	return Params{
 		DiTWeights: "", VAEWeights: "", StateStats: "", StateKey: "default", TextCache: "",
-		ImageTransport: ImageRaw,
+		ImageTransports: []string{ImageRaw},
 		FlipCameras:    true,
 		ProprioType:    ProprioArray,
 		Topics: Topics{
@@ -251,8 +253,8 @@ func paramDefs() []paramDef {
 		stringDef("model.dataset_stats", "the checkpoint's dataset_stats.json (state statistics)", func(p *Params) *string { return &p.StateStats }),
 		stringDef("model.state_key", "the state key of dataset_stats.json", func(p *Params) *string { return &p.StateKey }),
 		stringDef("model.text_cache", "the folder of per-instruction text cache entries", func(p *Params) *string { return &p.TextCache }),
-		choiceDef("image_transport", "camera messages: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage, JPEG or PNG)",
-			[]string{ImageRaw, ImageCompressed}, func(p *Params) *string { return &p.ImageTransport }),
+		stringsDef("image_transports", "camera messages, one per camera or one for all: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage, JPEG or PNG)",
+			maxCameras, func(p *Params) *[]string { return &p.ImageTransports }),
 		boolDef("flip_cameras", "rotate every camera image by 180° before the crop-resize (LIBERO's raw renders); false for training-orientation images",
 			func(p *Params) *bool { return &p.FlipCameras }),
 		choiceDef("proprio.type", "the proprio topic's message: float64_multi_array (the values in order) or joint_state (positions of proprio.joint_names)",
@@ -376,6 +378,14 @@ func (p *Params) ParamsYAML(nodeKey string) []byte {
 	return rosparam.ParamsYAML(nodeKey, entries)
 }
 
+// ImageTransport is camera i's message type (ImageRaw or ImageCompressed).
+func (p *Params) ImageTransport(i int) string {
+	if len(p.ImageTransports) == 1 {
+		return p.ImageTransports[0]
+	}
+	return p.ImageTransports[i]
+}
+
 // topicUses lists the topics the node creates with these parameters.
 func (p *Params) topicUses() []rosparam.TopicUse {
 	var t []rosparam.TopicUse
@@ -427,8 +437,13 @@ func (p *Params) ValidateAs(fqn string) error {
 	default:
 		return fmt.Errorf("parameter \"proprio.type\" must be %q or %q, got %q", ProprioArray, ProprioJointState, p.ProprioType)
 	}
-	if p.ImageTransport != ImageRaw && p.ImageTransport != ImageCompressed {
-		return fmt.Errorf("parameter \"image_transport\" must be %q or %q, got %q", ImageRaw, ImageCompressed, p.ImageTransport)
+	if n := len(p.ImageTransports); n != 1 && n != len(p.Topics.Cameras) {
+		return fmt.Errorf("parameter \"image_transports\" has %d values for %d cameras: want one for every camera, or one per camera", n, len(p.Topics.Cameras))
+	}
+	for _, tr := range p.ImageTransports {
+		if tr != ImageRaw && tr != ImageCompressed {
+			return fmt.Errorf("parameter \"image_transports\": each must be %q or %q, got %q", ImageRaw, ImageCompressed, tr)
+		}
 	}
 	if p.KVTransport != params.KVTransportDDS && p.KVTransport != params.KVTransportSHM {
 		return fmt.Errorf("parameter \"kv_transport\" must be %q or %q, got %q", params.KVTransportDDS, params.KVTransportSHM, p.KVTransport)

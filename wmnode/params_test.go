@@ -17,6 +17,7 @@ func TestParamsYAMLRoundTrip(t *testing.T) {
 	p := tinyParams()
 	p.ProprioType, p.JointNames = ProprioJointState, []string{"a", "b \"quoted\"", "c"}
 	p.Topics.Cameras = []string{"/left", "/right"}
+	p.ImageTransports = []string{ImageCompressed, ImageRaw}
 	p.Rate, p.KVTransport, p.KVDType = 2.5, params.KVTransportSHM, DTypeFloat16
 	p.QoS.Cameras.Depth = 7
 	yaml := p.ParamsYAML("/**")
@@ -42,7 +43,8 @@ func TestLoadParamsRefusals(t *testing.T) {
 		{"model.dit_weight:=x", "model.dit_weights"}, // closest name suggested
 		{"rate:=-1", "rate"},
 		{"rate:=fast", "rate"},
-		{"image_transport:=theora", "image_transport"},
+		{"image_transports:=[theora]", "image_transports"},
+		{"image_transports:=[raw, raw, raw]", "image_transports"},
 		{"proprio.type:=joint_state", "proprio.joint_names"},
 		{"topics.cameras:=[a, b, c]", "topics.cameras"},
 		{"topics.cameras:=[a, 3]", "topics.cameras"},
@@ -67,7 +69,7 @@ func TestLoadParamsRefusals(t *testing.T) {
 // joint name make a cycle; the JointState's header stamp is the state's.
 func TestCompressedAndJointState(t *testing.T) {
 	p := tinyParams()
-	p.ImageTransport, p.ProprioType = ImageCompressed, ProprioJointState
+	p.ImageTransports, p.ProprioType = []string{ImageCompressed}, ProprioJointState
 	p.JointNames = []string{"x", "y", "z", "rx", "ry", "rz", "f1", "f2"}
 	r := newRig(t, p, tinyModel(t, p), false)
 	stamp := time.Unix(1_000_000, 5000)
