@@ -112,8 +112,8 @@ func DefaultParams() Params {
 	return Params{
 		DiTWeights: "", VAEWeights: "", StateStats: "", StateKey: "default", TextCache: "",
 		ImageTransports: []string{ImageRaw},
-		FlipCameras:    true,
-		ProprioType:    ProprioArray,
+		FlipCameras:     true,
+		ProprioType:     ProprioArray,
 		Topics: Topics{
 			Cameras:     []string{camera.DefaultAgentviewTopic, camera.DefaultWristTopic},
 			Proprio:     camera.DefaultProprioTopic,
