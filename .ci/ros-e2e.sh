@@ -295,8 +295,8 @@ PARAMS
   start_bg policy ros2 launch fastwam_action_expert policy.launch.py \
     params_file:="$logs/policy.params.yaml" use_sim_time:=true
   policy_pid=$last_pid
-  if wait_for 90 sh -c "grep -q 'world model loaded' '$logs/policy.log' && ros2 lifecycle get $node | grep -q active"; then
-    pass "policy: policy.launch.py brought up the world model, the action expert (active) and the executor"
+  if wait_for 90 sh -c "ros2 lifecycle get /fastwam_world_model | grep -q active && ros2 lifecycle get $node | grep -q active"; then
+    pass "policy: policy.launch.py brought up the world model (active), the action expert (active) and the executor"
   else fail "policy: the nodes did not come up within 90 s (log $logs/policy.log)"; fi
   policy_rec=$logs/policy_rec
   start_bg policy_record ros2 bag record -s mcap -o "$policy_rec" /video_kv_cache /text_context \

@@ -29,6 +29,11 @@ func tinyParams() Params {
 	p := DefaultParams()
 	p.DiTWeights, p.VAEWeights = tinyDir+"dit.safetensors", tinyDir+"vae.safetensors"
 	p.StateStats, p.TextCache = tinyDir+"dataset_stats.json", tinyDir+"text"
+	// No test but the stale one depends on the machine's speed: a slow
+	// run (-race, a loaded machine) must not turn a report STALE, nor
+	// part a Float64MultiArray state (stamped on receipt) from frames
+	// stamped when the test began sending.
+	p.StaleAfter, p.Tolerance = time.Minute, time.Second
 	return p
 }
 
@@ -418,6 +423,7 @@ func TestHostileInputs(t *testing.T) {
 // advancing, make the diagnostics STALE, naming what is silent.
 func TestStaleCameraAndClock(t *testing.T) {
 	p := tinyParams()
+	p.StaleAfter = 2 * time.Second // on the test's clocks
 	var mu sync.Mutex
 	mono, ros := time.Unix(1_700_000_000, 0), time.Unix(1_700_000_000, 0)
 	clock := func(c *time.Time) func() time.Time {

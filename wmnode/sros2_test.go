@@ -24,6 +24,11 @@ func (n *namingTransport) Subscribe(t node.Topic, h node.Handler) error {
 	return n.Bus.Subscribe(t, h)
 }
 
+func (n *namingTransport) Serve(name, srvType string, h node.ServiceHandler) error {
+	n.used.Reply = append(n.used.Reply, name)
+	return n.Bus.Serve(name, srvType, h)
+}
+
 func (n *namingTransport) Advertise(t node.Topic) (node.Publisher, error) {
 	if !slices.Contains(n.used.Publish, t.Name) {
 		n.used.Publish = append(n.used.Publish, t.Name)
@@ -34,7 +39,7 @@ func (n *namingTransport) Advertise(t node.Topic) (node.Publisher, error) {
 // TestSROS2PolicyCoversWorldModel creates the node as fastwam_world_model
 // does, over DDS and over shared memory, with use_sim_time, and checks
 // that the shipped SROS2 policy grants the /fastwam/world_model enclave's
-// fastwam_world_model profile every topic it used: under
+// fastwam_world_model profile every topic and lifecycle service it used: under
 // ROS_SECURITY_STRATEGY=Enforce a missing grant makes it fail to start.
 func TestSROS2PolicyCoversWorldModel(t *testing.T) {
 	for _, kv := range []string{params.KVTransportDDS, params.KVTransportSHM} {
@@ -50,6 +55,12 @@ func TestSROS2PolicyCoversWorldModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer n.Close()
+			if _, err := n.ServeLifecycle(t.Context(), tr); err != nil {
+				t.Fatal(err)
+			}
+			if len(tr.used.Reply) != 5 {
+				t.Fatalf("lifecycle services served: %v", tr.used.Reply)
+			}
 			tr.used.Publish = append(tr.used.Publish, "/rosout")
 			launchtest.CheckGrants(t, "../launch/security/policy.xml", "/fastwam/world_model", "fastwam_world_model", tr.used)
 		})

@@ -41,8 +41,9 @@ func main() {
 	}, os.Args[1:]))
 }
 
-// serve loads the parameters and the world model, creates the node and
-// spins until ctx is done; then the worker stops (a last STALE report is
+// serve loads the parameters and the world model, creates the node with
+// its lifecycle services, configures and activates it, and spins until
+// ctx is done; then the worker stops (a last STALE report is
 // published), the shared-memory segment is removed and spinning stops.
 // setGrace receives the shutdown_grace parameter.
 func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, setGrace func(time.Duration)) error {
@@ -61,7 +62,7 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	log.Infof("%s: fastwam_world_model build %s: world model loaded in %v (K/V [%d, 1, %d, %d], context [%d, %d])",
 		fqn, node.Build(), time.Since(t0).Round(time.Millisecond), d.Layers, d.VideoTokens, d.Width, d.ContextRows, d.TextDim)
 	tr := rosnode.NewTransport(rn, log)
-	cfg := wmnode.Config{Params: p, Model: model, Logger: log, Name: fqn}
+	cfg := wmnode.Config{Params: p, Model: model, Logger: log, Name: fqn, StartInactive: true}
 	if p.UseSimTime {
 		sim := rostime.NewSim()
 		if err := node.SubscribeClock(tr, sim, log); err != nil {
@@ -75,7 +76,21 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		return err
 	}
 	defer n.Close()
-	return rosnode.SpinWhile(rn, func() error { return n.Run(ctx) })
+	mach, err := n.ServeLifecycle(ctx, tr)
+	if err != nil {
+		return err
+	}
+	return rosnode.SpinWhile(rn, func() error {
+		// A managed node, configured and activated at once (the world
+		// model is loaded): `ros2 lifecycle set` deactivates it.
+		go func() {
+			<-n.Started()
+			if err := node.Autostart(ctx, mach); err != nil {
+				log.Errorf("%s: %v", fqn, err)
+			}
+		}()
+		return n.Run(ctx)
+	})
 }
 
 const usage = `usage: fastwam_world_model [--print-params] [--ros-args ROS_ARGS...]
