@@ -503,3 +503,56 @@ func TestRateAndInactive(t *testing.T) {
 	trig <- time.Now()
 	r.cap.wait(t, p.Topics.KVCache)
 }
+
+// TestTolerance: frames further apart than sync.tolerance do not pair (the
+// older is dropped); a state too old is waited for; a set within the
+// tolerance makes a cycle stamped with the newest frame.
+func TestTolerance(t *testing.T) {
+	p := tinyParams()
+	p.Tolerance = 40 * time.Millisecond
+	base := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	ros := base
+	r := newRig(t, p, tinyModel(t, p), false, func(c *Config) {
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return ros }
+		c.Mono = time.Now
+	})
+	img := testImage(64, 64, 1)
+	frame := func(cam int, at time.Time) {
+		m, err := camera.EncodeImage(img, "rgb8", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Header = stampOf(at)
+		r.send(p.Topics.Cameras[cam], &m)
+	}
+	r.send(p.Topics.Instruction, &msgs.String{Data: tinyTask})
+	r.send(p.Topics.Proprio, &msgs.Float64MultiArray{Data: testState}) // stamped base
+	frame(0, base)
+	frame(1, base.Add(100*time.Millisecond)) // 100 ms after camera 0's
+	// The worker pairs on its own goroutine: wait for its verdict.
+	for end := time.Now().Add(30 * time.Second); r.wm.Stats().Dropped[DropTolerance] == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	if s := r.wm.Stats(); s.Dropped[DropTolerance] != 1 || s.Cycles != 0 {
+		t.Fatalf("frames 100 ms apart: dropped %v, cycles %d", s.Dropped, s.Cycles)
+	}
+	// Camera 0 catches up; the state (at base) is now 100 ms too old:
+	// the cycle waits for a newer one.
+	frame(0, base.Add(110*time.Millisecond))
+	if s := r.diag(); value(s, "cycles") != "0" {
+		t.Fatalf("state 110 ms old: cycles %s", value(s, "cycles"))
+	}
+	mu.Lock()
+	ros = base.Add(105 * time.Millisecond)
+	mu.Unlock()
+	r.send(p.Topics.Proprio, &msgs.Float64MultiArray{Data: testState})
+	r.wm.wakeUp()
+	var kv msgs.VideoKVCache
+	if err := kv.UnmarshalCDR(r.cap.wait(t, p.Topics.KVCache)); err != nil {
+		t.Fatal(err)
+	}
+	if got := stampTime(kv.Header.Stamp); !got.Equal(base.Add(110 * time.Millisecond)) {
+		t.Errorf("cycle stamp %v, want the newest frame's", got)
+	}
+}
