@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end test of the two nodes on a real ROS 2, one middleware per run.
+# End-to-end test of the nodes on a real ROS 2, one middleware per run.
 #
 #   source <ROS 2 tree>/setup.bash; source <workspace>/install/setup.bash
 #   RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ROS_DOMAIN_ID=65 .ci/ros-e2e.sh
@@ -24,6 +24,10 @@
 #    h-replay; FASTWAM_E2E_LIVE_REPLAY=0 leaves it out); then, the inputs stopped, /diagnostics
 #    reports the node at level 3 (STALE) with a message starting `stale:` within 8 s (needs the
 #    diagnostics.stale_after parameter of branch h-pipe; FASTWAM_E2E_STALE=0 leaves it out).
+#  - the whole policy (policy.launch.py: world model, action expert, executor; tiny weights, on
+#    /clock) fed by `ros2 bag play --clock` of golden/imagebag: caches, executable chunks and
+#    actions on /action, and `fastwam replay` of the recording passes (FASTWAM_E2E_POLICY=0
+#    leaves it out).
 # Logs go to a fresh folder under /tmp (printed at the end); it is deleted when every check passes.
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
@@ -246,6 +250,81 @@ else
 fi
 stop_launch "$live_pid" live
 echo "INFO $tag: the live session took $((SECONDS - t8)) s"
+
+# 9. The whole policy (world model, action expert, executor) through policy.launch.py with the tiny
+# weights, on /clock, fed by `ros2 bag play --clock` of the golden image bag (camera frames, proprio,
+# latched instruction): the world model turns each observation into a K/V cache and a context,
+# the action expert into a chunk (the LIBERO post-processing on robot_action_chunk), the executor
+# into actions on /action. FASTWAM_E2E_POLICY=0 leaves it out.
+if [ "${FASTWAM_E2E_POLICY:-1}" = 0 ]; then
+  echo "SKIP $tag: the whole policy fed by golden/imagebag (FASTWAM_E2E_POLICY=0)"
+else
+  t9=$SECONDS
+  world=$tiny/world
+  prefix=$(ros2 pkg prefix fastwam_action_expert)
+  # The bag's first instruction has no entry in the tiny text cache: one is made beside copies of
+  # the others (random rows, as golden/tiny/world's are).
+  mkdir -p "$logs/text"
+  cp "$world"/text/*.text.safetensors "$logs/text/"
+  run text_entry 60 "$prefix/lib/fastwam_action_expert/fastwam" weights make -model text \
+    -task "put the black bowl on the plate" -tokens 15 -seed 4 \
+    -encoder "random (fastwam weights make -model text)" -o "$logs/text" ||
+    fail "policy: fastwam weights make -model text (log $logs/text_entry.log)"
+  cat >"$logs/policy.params.yaml" <<PARAMS
+/**/fastwam_world_model:
+  ros__parameters:
+    model: {dit_weights: "$world/dit.safetensors", vae_weights: "$world/vae.safetensors",
+            dataset_stats: "$world/dataset_stats.json", text_cache: "$logs/text"}
+    image_transports: ["compressed", "raw"]
+    sync: {tolerance: 0.1}
+    diagnostics: {stale_after: 30.0}
+/**/fastwam_action_expert:
+  ros__parameters:
+    backend: "cpu"
+    cpu: {weights: "$tiny/weights.safetensors", video_tokens: 98, context_tokens: 129}
+    self_test: {skip: true}
+    max_input_age: 0.0
+    control_period: 0.05
+    actions: {norm_mode: "min/max", stats_file: "$world/dataset_stats.json", stats_key: "default",
+              stepwise: false, gripper: {dim: -1, affine: true, invert: true, binarize: true}}
+/**/fastwam_executor:
+  ros__parameters:
+    control_period: 0.05
+    topics: {action_chunk: "robot_action_chunk"}
+PARAMS
+  start_bg policy ros2 launch fastwam_action_expert policy.launch.py \
+    params_file:="$logs/policy.params.yaml" use_sim_time:=true
+  policy_pid=$last_pid
+  if wait_for 90 sh -c "ros2 lifecycle get /fastwam_world_model | grep -q active && ros2 lifecycle get $node | grep -q active"; then
+    pass "policy: policy.launch.py brought up the world model (active), the action expert (active) and the executor"
+  else fail "policy: the nodes did not come up within 90 s (log $logs/policy.log)"; fi
+  policy_rec=$logs/policy_rec
+  start_bg policy_record ros2 bag record -s mcap -o "$policy_rec" /video_kv_cache /text_context \
+    /action_chunk /robot_action_chunk /action
+  policy_rec_pid=$last_pid
+  # -r 0.2: the 4 observations over 1.5 s after 4 s of discovery; /clock at 200 Hz of bag time.
+  if run policy_play 90 ros2 bag play "$repo/golden/imagebag" -d 4 -r 0.2 --clock 200; then
+    pass "policy: ros2 bag play --clock golden/imagebag"
+  else fail "policy: ros2 bag play (log $logs/policy_play.log)"; fi
+  sleep 3
+  kill -INT "$policy_rec_pid" 2>/dev/null
+  for _ in $(seq 40); do kill -0 "$policy_rec_pid" 2>/dev/null || break; sleep 0.5; done
+  run policy_info 60 ros2 bag info "$policy_rec"
+  count() { grep "Topic: $1 " "$logs/policy_info.log" | sed -n 's/.*Count: \([0-9]*\).*/\1/p' | head -1; }
+  caches=$(count /video_kv_cache) chunks=$(count /robot_action_chunk) acts=$(count /action)
+  if [ "${caches:-0}" -ge 3 ] && [ "${chunks:-0}" -ge 3 ] && [ "${acts:-0}" -ge 1 ]; then
+    pass "policy: the image bag's 4 observations gave ${caches} caches, ${chunks} executable chunks, ${acts} actions on /action"
+  else
+    fail "policy: ${caches:-0} caches, ${chunks:-0} executable chunks, ${acts:-0} actions (want >= 3, >= 3, >= 1; logs $logs/policy.log, policy_info.log)"
+  fi
+  # The recorded chunks against the node's on the recorded caches and contexts, bit for bit.
+  if run policy_replay 120 ros2 run fastwam_action_expert fastwam replay -p cpu.weights:="$tiny/weights.safetensors" \
+    -p cpu.video_tokens:=98 -p cpu.context_tokens:=129 "$policy_rec" && grep -q '^PASS' "$logs/policy_replay.log"; then
+    pass "policy: fastwam replay of the recording: $(grep '^PASS' "$logs/policy_replay.log")"
+  else fail "policy: fastwam replay of the recording (log $logs/policy_replay.log)"; fi
+  stop_launch "$policy_pid" policy
+  echo "INFO $tag: the whole-policy step took $((SECONDS - t9)) s"
+fi
 
 if [ "$fails" = 0 ]; then
   echo "PASS $tag: end-to-end, every check"

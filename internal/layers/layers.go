@@ -81,6 +81,7 @@ func table() []entry {
 		{"node/backends", Nodes},
 		{"node/rosnode", Nodes},
 		{"executor", Nodes},
+		{"wmnode", Nodes},
 		{"replay", Tools},
 		{"asyncsim", Tools},
 		{"cmd", Commands},
