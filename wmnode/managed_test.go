@@ -35,6 +35,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	r.sendCycle(time.Now(), images)
 	r.cap.wait(t, p.Topics.KVCache)
+	r.waitCycles(1)
 	if out, err := mach.Deactivate(t.Context()); err != nil || !out.Success() {
 		t.Fatalf("deactivate: %v %v", out, err)
 	}

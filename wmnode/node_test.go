@@ -245,6 +245,20 @@ func (r *rig) sendCycle(stamp time.Time, images []worldmodel.Image) {
 	}
 }
 
+// waitCycles waits until the node has counted n published cycles: the
+// worker counts a cycle after its messages are on the bus, so a test that
+// saw them can still read the count before it moves.
+func (r *rig) waitCycles(n uint64) {
+	r.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for r.wm.Stats().Cycles < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d cycles counted in 60 s, want %d", r.wm.Stats().Cycles, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // diag publishes a report and returns it.
 func (r *rig) diag() msgs.DiagnosticStatus {
 	r.t.Helper()
@@ -323,6 +337,7 @@ func TestPairToChunk(t *testing.T) {
 	if !slices.Equal(ctxF, out.Context) || !slices.Equal(cx.AttentionMask, out.Mask) {
 		t.Error("published context differs from the model's")
 	}
+	r.waitCycles(1)
 	s := r.diag()
 	if s.Level != msgs.LevelOK || value(s, "cycles") != "1" || value(s, "instruction") != tinyTask {
 		t.Errorf("diagnostics %d %q: cycles %s instruction %s", s.Level, s.Message, value(s, "cycles"), value(s, "instruction"))
@@ -492,6 +507,7 @@ func TestRateAndInactive(t *testing.T) {
 	}
 	r.sendCycle(time.Now(), images)
 	trig <- time.Now()
+	r.waitCycles(1)
 	s := r.diag()
 	if value(s, "cycles") != "1" || value(s, "dropped.inactive") != "3" {
 		t.Errorf("cycles %s, dropped.inactive %s; want 1 and 3", value(s, "cycles"), value(s, "dropped.inactive"))
