@@ -1,12 +1,28 @@
 package worldmodel
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
 	"github.com/fastwam/actionexpert/internal/testenv"
 )
+
+// wantNoAllocs fails the test if n (allocations a call) is not 0; under the
+// race detector, with OpenBLAS, it only logs n: sync.Pool (in purego's
+// SyscallN) then drops items at random, by design. .ci/run runs these
+// tests without -race too.
+func wantNoAllocs(t *testing.T, withOpenBLAS bool, what string, n float64) {
+	t.Helper()
+	switch {
+	case n == 0:
+	case raceEnabled && withOpenBLAS:
+		t.Logf("%v allocations per %s under the race detector (sync.Pool drops items at random)", n, what)
+	default:
+		t.Errorf("%v allocations per %s, want 0", n, what)
+	}
+}
 
 // openBLAS returns OpenBLAS's sgemm, or skips (fails under CI=true) where
 // it does not load.
@@ -49,9 +65,7 @@ func TestVAEEncodeAllocatesNothing(t *testing.T) {
 				}
 			}
 			run()
-			if n := testing.AllocsPerRun(2, run); n != 0 {
-				t.Errorf("%v allocations per Encode, want 0", n)
-			}
+			wantNoAllocs(t, name == "openblas", "Encode", testing.AllocsPerRun(2, run))
 		})
 	}
 }
@@ -80,8 +94,6 @@ func TestModelRunAllocatesNothing(t *testing.T) {
 			}
 		}
 		run()
-		if n := testing.AllocsPerRun(3, run); n != 0 {
-			t.Errorf("f16 %v: %v allocations per Run, want 0", f16, n)
-		}
+		wantNoAllocs(t, true, fmt.Sprintf("Run (f16 %v)", f16), testing.AllocsPerRun(3, run))
 	}
 }

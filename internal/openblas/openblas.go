@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -25,6 +24,11 @@ import (
 // defaultPaths are tried in order by Load when no path is given: Debian and
 // Ubuntu's runtime library names, found through the loader path.
 func defaultPaths() []string { return []string{"libopenblas.so.0", "libopenblas.so"} }
+
+// maxFreeArgs is how many argument blocks a Lib keeps for reuse: more than
+// the concurrent callers of any user here. A free list rather than a
+// sync.Pool, which drops items at random under the race detector.
+const maxFreeArgs = 64
 
 // sgemmArgs holds sgemm_'s by-pointer arguments in heap memory, which the
 // garbage collector does not move, so their addresses stay valid for the
@@ -44,8 +48,8 @@ type sgemmArgs struct {
 // contract of gonum's blas.Float32Level3.Sgemm.
 type Lib struct {
 	path       string
-	sgemm      uintptr   // sgemm_
-	args       sync.Pool // of *sgemmArgs, one per concurrent call
+	sgemm      uintptr         // sgemm_
+	args       chan *sgemmArgs // free argument blocks, one per concurrent call
 	setThreads func(n int32)
 	getThreads func() int32
 	config     func() *byte
@@ -66,7 +70,7 @@ func Load(path string) (*Lib, error) {
 			continue
 		}
 		l := &Lib{path: p}
-		l.args.New = func() any { return new(sgemmArgs) }
+		l.args = make(chan *sgemmArgs, maxFreeArgs)
 		if l.sgemm, err = purego.Dlsym(h, "sgemm_"); err != nil {
 			return nil, fmt.Errorf("openblas: %s: %w", p, err)
 		}
@@ -145,7 +149,12 @@ func (l *Lib) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float
 	if k > 0 {
 		pa, pb = &a[0], &b[0]
 	}
-	p := l.args.Get().(*sgemmArgs)
+	var p *sgemmArgs
+	select {
+	case p = <-l.args:
+	default:
+		p = new(sgemmArgs)
+	}
 	// Column-major Cᵀ (n×m, ldc) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m).
 	p.transA, p.transB = trans(tB), trans(tA)
 	p.m, p.n, p.k = int32(n), int32(m), int32(k)
@@ -164,7 +173,10 @@ func (l *Lib) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float
 	purego.SyscallN(l.sgemm, p.ptrs[:]...)
 	runtime.KeepAlive(p)
 	p.a, p.b, p.c = nil, nil, nil
-	l.args.Put(p)
+	select {
+	case l.args <- p:
+	default: // more concurrent calls than maxFreeArgs: let the collector have it
+	}
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)
