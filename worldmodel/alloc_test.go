@@ -65,7 +65,15 @@ func TestVAEEncodeAllocatesNothing(t *testing.T) {
 				}
 			}
 			run()
-			wantNoAllocs(t, name == "openblas", "Encode", testing.AllocsPerRun(2, run))
+			// The runtime remakes a wait record (sudog) for the workers'
+			// channel hand-overs now and then (after a collection empties
+			// its cache): more runs keep the integer mean at 0 unless an
+			// Encode itself allocates.
+			runs := 2
+			if name == "openblas" {
+				runs = 6
+			}
+			wantNoAllocs(t, name == "openblas", "Encode", testing.AllocsPerRun(runs, run))
 		})
 	}
 }
