@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -27,14 +26,18 @@ const colCap = 1 << 22
 // operations on [C, h, w] activations (spec §4): a [3, H, W] image in
 // [−1, 1] to the normalised latent mean [48, H/16, W/16]. Its scratch is
 // made once, for one image size; RMSc, SiLU and im2col are shared among
-// GOMAXPROCS goroutines (results do not depend on their number). A
-// VAEEncoder is not safe for concurrent use.
+// GOMAXPROCS goroutines, persistent workers of the encoder started on the
+// first Encode (results do not depend on their number), so an Encode
+// allocates nothing. Close stops them (so does the garbage collector, once
+// the encoder is unreachable). A VAEEncoder is not safe for concurrent use.
 type VAEEncoder struct {
-	w       *VAEWeights
-	height  int
-	width   int
-	gemm    cpu.Gemm
-	workers int // goroutines of the element-wise work and im2col
+	w      *VAEWeights
+	height int
+	width  int
+	gemm   cpu.Gemm
+	pool   *workerPool // the element-wise work and im2col
+	rmsc   rmscTask
+	im2c   im2colTask
 
 	a, b, c, t, s []float32 // activations, each of the largest activation's length
 	col           []float32 // im2col bands
@@ -70,7 +73,7 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 	col := max(colCap, 9*max(12, d)*(width/2))
 	col = min(col, 9*max(12, d)*p)
 	e := &VAEEncoder{
-		w: w, height: height, width: width, gemm: gemm, workers: runtime.GOMAXPROCS(0),
+		w: w, height: height, width: width, gemm: gemm, pool: newWorkerPool(runtime.GOMAXPROCS(0)),
 		a: make([]float32, act), b: make([]float32, act), c: make([]float32, act),
 		t: make([]float32, act), s: make([]float32, act),
 		col: make([]float32, col), norm: make([]float64, p), scores: make([]float32, n*n),
@@ -78,8 +81,13 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 	for i, s := range vaeLatentStd {
 		e.invStd[i] = 1 / s // upstream's reciprocal in float32 (spec §4.9)
 	}
+	runtime.AddCleanup(e, (*workerPool).close, e.pool)
 	return e, nil
 }
+
+// Close stops the encoder's worker goroutines. The encoder must not be
+// used afterwards. Calling Close again does nothing.
+func (e *VAEEncoder) Close() { e.pool.close() }
 
 // LatentShape is the latent's [48, H/16, W/16].
 func (e *VAEEncoder) LatentShape() [3]int {
@@ -246,9 +254,8 @@ func (e *VAEEncoder) conv(y, x []float32, cv *Conv, h, w, stride int) {
 			r1 := min(oh, r0+band)
 			m := (r1 - r0) * ow
 			col := e.col[:k*m]
-			e.parallel(cv.In, len(col), func(lo, hi int) {
-				im2col(col, x, lo, hi, h, w, cv.K, stride, pad, r0, r1, ow)
-			})
+			e.im2c = im2colTask{col: col, x: x, h: h, w: w, k: cv.K, stride: stride, pad: pad, r0: r0, r1: r1, ow: ow}
+			e.pool.run(cv.In, len(col), &e.im2c)
 			e.gemm.Sgemm(blas.NoTrans, blas.NoTrans, cv.Out, m, k, 1, cv.W, k, col, m, 0, y[r0*ow:], n)
 		}
 	}
@@ -258,6 +265,16 @@ func (e *VAEEncoder) conv(y, x []float32, cv *Conv, h, w, stride int) {
 			row[i] += b
 		}
 	}
+}
+
+// im2colTask is im2col over a range of input channels.
+type im2colTask struct {
+	col, x                           []float32
+	h, w, k, stride, pad, r0, r1, ow int
+}
+
+func (t *im2colTask) run(lo, hi int) {
+	im2col(t.col, t.x, lo, hi, t.h, t.w, t.k, t.stride, t.pad, t.r0, t.r1, t.ow)
 }
 
 // im2col writes the columns of a k×k convolution with the given stride and
@@ -307,7 +324,20 @@ func im2col(col, x []float32, c0, c1, h, w, k, stride, pad, r0, r1, ow int) {
 // once. norm is scratch of at least n. The pixels are shared among the
 // encoder's workers.
 func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, n int, silu bool) {
-	e.parallel(n, c*n, func(lo, hi int) { rmscSiluRange(y, x, gamma, c, n, lo, hi, silu, e.norm) })
+	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, n: n, silu: silu, norm: e.norm}
+	e.pool.run(n, c*n, &e.rmsc)
+}
+
+// rmscTask is rmscSiluRange over a range of pixels.
+type rmscTask struct {
+	y, x, gamma []float32
+	c, n        int
+	silu        bool
+	norm        []float64
+}
+
+func (t *rmscTask) run(lo, hi int) {
+	rmscSiluRange(t.y, t.x, t.gamma, t.c, t.n, lo, hi, t.silu, t.norm)
 }
 
 // rmscSiluRange is rmscSilu for the pixels lo..hi−1.
@@ -325,34 +355,33 @@ func rmscSiluRange(y, x, gamma []float32, c, n, lo, hi int, silu bool, norm []fl
 	for i, s := range ss {
 		ss[i] = sc / max(math.Sqrt(s), 1e-12)
 	}
+	// SiLU's exponentials go in blocks through kernels.Exp (vectorised
+	// where the CPU allows, within 3 float64 ulp of math.Exp).
+	const block = 256
+	var f, ex [block]float64
 	for ch := range c {
 		g := float64(gamma[ch])
 		row, out := x[ch*n+lo:ch*n+hi], y[ch*n+lo:ch*n+hi]
-		for i, v := range row {
-			f := float64(v) * ss[i] * g
-			if silu {
-				f /= 1 + math.Exp(-f)
+		for b0 := 0; b0 < len(row); b0 += block {
+			r, o := row[b0:min(b0+block, len(row))], out[b0:min(b0+block, len(row))]
+			s, fb := ss[b0:b0+len(r)], f[:len(r)]
+			if !silu {
+				for i, v := range r {
+					o[i] = float32(float64(v) * s[i] * g)
+				}
+				continue
 			}
-			out[i] = float32(f)
+			eb := ex[:len(r)]
+			for i, v := range r {
+				fb[i] = float64(v) * s[i] * g
+				eb[i] = -fb[i]
+			}
+			kernels.Exp(eb)
+			for i, v := range fb {
+				o[i] = float32(v / (1 + eb[i]))
+			}
 		}
 	}
-}
-
-// parallel runs f over 0..n−1 in contiguous parts, one per worker, when
-// the work (about size values) is worth the goroutines; otherwise in one
-// call. The parts write disjoint data.
-func (e *VAEEncoder) parallel(n, size int, f func(lo, hi int)) {
-	k := min(e.workers, n)
-	if k <= 1 || size < 1<<16 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for p := range k {
-		lo, hi := p*n/k, (p+1)*n/k
-		wg.Go(func() { f(lo, hi) })
-	}
-	wg.Wait()
 }
 
 // resBlock writes ResBlock(x) (spec §4.3) into y; y must not be x, and the

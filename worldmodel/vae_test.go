@@ -354,7 +354,7 @@ func TestVAESmallestImage(t *testing.T) {
 }
 
 // TestVAEWorkersDoNotChangeResults runs one 224 × 448 frame (large enough
-// for the element-wise work and im2col to be shared) with 1, 2 and 3
+// for the element-wise work and im2col to be shared) with 1, 2, 3 and 4
 // workers and requires the same latent, bit for bit.
 func TestVAEWorkersDoNotChangeResults(t *testing.T) {
 	w := randomVAEWeights(4, 7)
@@ -363,12 +363,14 @@ func TestVAEWorkersDoNotChangeResults(t *testing.T) {
 		img[i] = float32(i%251)/125 - 1
 	}
 	var first []float32
-	for _, k := range []int{1, 2, 3} {
+	for _, k := range []int{1, 2, 3, 4} {
 		e, err := NewVAEEncoder(w, FrameHeight, FrameWidth, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.workers = k
+		e.pool.close()
+		e.pool = newWorkerPool(k)
+		defer e.Close()
 		lat := make([]float32, LatentChannels*(FrameHeight/16)*(FrameWidth/16))
 		if err := e.Encode(lat, img); err != nil {
 			t.Fatal(err)

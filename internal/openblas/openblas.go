@@ -1,12 +1,21 @@
 // Package openblas binds the one OpenBLAS routine the CPU backend needs,
-// cblas_sgemm, at run time through purego, so binaries stay free of cgo and
-// fall back to gonum's pure-Go BLAS where no OpenBLAS is installed.
+// sgemm, at run time through purego, so binaries stay free of cgo and fall
+// back to gonum's pure-Go BLAS where no OpenBLAS is installed.
+//
+// Sgemm calls the Fortran entry sgemm_, which takes every argument by
+// pointer, through purego.SyscallN: integer registers only (SyscallN cannot
+// place float arguments such as cblas_sgemm's alpha and beta), and no
+// reflection, so a call allocates nothing once the argument blocks are
+// pooled. A row-major C = op(A)·op(B) is the column-major Cᵀ = op(B)ᵀ·op(A)ᵀ,
+// the same operand swap cblas_sgemm makes, so results are bit for bit those
+// of cblas_sgemm.
 package openblas
 
 import (
 	"errors"
 	"fmt"
 	"runtime"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"gonum.org/v1/gonum/blas"
@@ -16,18 +25,31 @@ import (
 // Ubuntu's runtime library names, found through the loader path.
 func defaultPaths() []string { return []string{"libopenblas.so.0", "libopenblas.so"} }
 
-// CBLAS enum values.
-const (
-	cblasRowMajor = 101
-	cblasNoTrans  = 111
-	cblasTrans    = 112
-)
+// maxFreeArgs is how many argument blocks a Lib keeps for reuse: more than
+// the concurrent callers of any user here. A free list rather than a
+// sync.Pool, which drops items at random under the race detector.
+const maxFreeArgs = 64
+
+// sgemmArgs holds sgemm_'s by-pointer arguments in heap memory, which the
+// garbage collector does not move, so their addresses stay valid for the
+// whole foreign call. a, b and c hold the matrices for the call: storing them
+// in a heap object keeps them alive and makes them escape, so no caller's
+// matrix lives on a goroutine stack that could move under a raw address.
+type sgemmArgs struct {
+	transA, transB byte
+	m, n, k        int32
+	lda, ldb, ldc  int32
+	alpha, beta    float32
+	a, b, c        *float32
+	ptrs           [13]uintptr // SyscallN's arguments, passed as a slice
+}
 
 // Lib is a loaded OpenBLAS. Its Sgemm has the signature and argument
 // contract of gonum's blas.Float32Level3.Sgemm.
 type Lib struct {
 	path       string
-	sgemm      func(order, tA, tB, m, n, k int32, alpha float32, a *float32, lda int32, b *float32, ldb int32, beta float32, c *float32, ldc int32)
+	sgemm      uintptr         // sgemm_
+	args       chan *sgemmArgs // free argument blocks, one per concurrent call
 	setThreads func(n int32)
 	getThreads func() int32
 	config     func() *byte
@@ -48,11 +70,14 @@ func Load(path string) (*Lib, error) {
 			continue
 		}
 		l := &Lib{path: p}
+		l.args = make(chan *sgemmArgs, maxFreeArgs)
+		if l.sgemm, err = purego.Dlsym(h, "sgemm_"); err != nil {
+			return nil, fmt.Errorf("openblas: %s: %w", p, err)
+		}
 		for _, f := range []struct {
 			name string
 			fn   any
 		}{
-			{"cblas_sgemm", &l.sgemm},
 			{"openblas_set_num_threads", &l.setThreads},
 			{"openblas_get_num_threads", &l.getThreads},
 			{"openblas_get_config", &l.config},
@@ -124,15 +149,42 @@ func (l *Lib) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float
 	if k > 0 {
 		pa, pb = &a[0], &b[0]
 	}
-	l.sgemm(cblasRowMajor, trans(tA), trans(tB), int32(m), int32(n), int32(k), alpha, pa, int32(lda), pb, int32(ldb), beta, &c[0], int32(ldc))
+	var p *sgemmArgs
+	select {
+	case p = <-l.args:
+	default:
+		p = new(sgemmArgs)
+	}
+	// Column-major Cᵀ (n×m, ldc) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m).
+	p.transA, p.transB = trans(tB), trans(tA)
+	p.m, p.n, p.k = int32(n), int32(m), int32(k)
+	p.lda, p.ldb, p.ldc = int32(ldb), int32(lda), int32(ldc)
+	p.alpha, p.beta = alpha, beta
+	p.a, p.b, p.c = pb, pa, &c[0]
+	p.ptrs = [13]uintptr{
+		uintptr(unsafe.Pointer(&p.transA)), uintptr(unsafe.Pointer(&p.transB)),
+		uintptr(unsafe.Pointer(&p.m)), uintptr(unsafe.Pointer(&p.n)), uintptr(unsafe.Pointer(&p.k)),
+		uintptr(unsafe.Pointer(&p.alpha)), uintptr(unsafe.Pointer(p.a)), uintptr(unsafe.Pointer(&p.lda)),
+		uintptr(unsafe.Pointer(p.b)), uintptr(unsafe.Pointer(&p.ldb)),
+		uintptr(unsafe.Pointer(&p.beta)), uintptr(unsafe.Pointer(p.c)), uintptr(unsafe.Pointer(&p.ldc)),
+	}
+	// A slice that already exists: SyscallN's variadic parameter then
+	// allocates nothing.
+	purego.SyscallN(l.sgemm, p.ptrs[:]...)
+	runtime.KeepAlive(p)
+	p.a, p.b, p.c = nil, nil, nil
+	select {
+	case l.args <- p:
+	default: // more concurrent calls than maxFreeArgs: let the collector have it
+	}
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 	runtime.KeepAlive(c)
 }
 
-func trans(t blas.Transpose) int32 {
+func trans(t blas.Transpose) byte {
 	if t == blas.NoTrans {
-		return cblasNoTrans
+		return 'N'
 	}
-	return cblasTrans
+	return 'T'
 }
