@@ -208,6 +208,15 @@ type Dims struct {
 	ContextRows, TextDim       int // L, T: Context is [L, T]
 }
 
+// Close stops the CPU K/V stage's worker goroutines (the VAE encoder's);
+// a K/V stage given in ModelOptions.KV stays the caller's to close. The
+// model must not be run after Close. Calling it again does nothing.
+func (m *Model) Close() {
+	if c, ok := m.kv.(*cpuKV); ok {
+		c.vae.Close()
+	}
+}
+
 // Dims returns the sizes of the model's outputs.
 func (m *Model) Dims() Dims {
 	c := m.dit.cfg

@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/x448/float16"
 
@@ -78,8 +80,8 @@ func TestModelRun(t *testing.T) {
 		t.Fatal("Run returned nil but the output is not valid")
 	}
 	t.Logf("stage times: %+v", out.Times)
-	// Allocations of a steady-state run, logged: the VAE's worker
-	// goroutines allocate (and the OpenBLAS binding, with that sgemm).
+	// Allocations of a steady-state run with gonum's sgemm, logged (gonum
+	// allocates; with OpenBLAS a run allocates nothing: alloc_test.go).
 	allocs := testing.AllocsPerRun(3, func() {
 		if err := m.Run(t.Context(), obs, out); err != nil {
 			t.Fatal(err)
@@ -209,5 +211,33 @@ func TestModelRefuses(t *testing.T) {
 	}
 	if err := m.Run(t.Context(), good, out); err != nil || !slices.Equal(out.Keys.F32, k0) {
 		t.Errorf("after a cancelled run: err %v, same K/V %v", err, slices.Equal(out.Keys.F32, k0))
+	}
+}
+
+// TestModelCloseStopsWorkers: a run starts the VAE's worker goroutines;
+// Close stops them (twice is harmless).
+func TestModelCloseStopsWorkers(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: the VAE runs on the calling goroutine and starts no workers")
+	}
+	m, _, task := tinyModel(t)
+	before := runtime.NumGoroutine()
+	r := rand.New(rand.NewPCG(3, 4))
+	obs := Observation{Images: []Image{randomImage(r, 64, 64), randomImage(r, 64, 64)}, State: make([]float32, ProprioDim), Instruction: task}
+	if err := m.Run(t.Context(), obs, m.NewOutput(false)); err != nil {
+		t.Fatal(err)
+	}
+	running := runtime.NumGoroutine()
+	if running <= before {
+		t.Fatalf("%d goroutines after a run, %d before: the VAE's workers did not start", running, before)
+	}
+	m.Close()
+	m.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 30 s after Close, %d before the run", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
