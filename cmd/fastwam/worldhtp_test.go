@@ -1,14 +1,19 @@
 package main
 
 import (
+	"flag"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/golden"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
+	"github.com/fastwam/actionexpert/replay"
 	"github.com/fastwam/actionexpert/worldmodel"
 )
 
@@ -142,5 +147,104 @@ func TestReplayWorldHTP(t *testing.T) {
 				t.Errorf("observation %d: %s.%s at %#x, %s.%s reads %#x: want the same buffer", o, l.from.Name, l.out, a, l.to.Name, l.in, b)
 			}
 		}
+	}
+}
+
+// TestWorldHTPActionsAreTheDoublesArithmetic is check (b) of the replay
+// above, one level down: replay's report does not expose the expert's
+// per-step predictions, so this runs the same CLI wiring (replay's
+// htpFlags and worldFlags parsed from the same flags) on every
+// observation of golden/policy and checks that the world model's K/V are
+// exactly the double's arithmetic of the chain on the preprocessed frame
+// and the context, and that each step's prediction is exactly the
+// double's arithmetic of action_context then action_step_ctx on them. The
+// node's sampler and post-processing that turn the predictions into the
+// actions are the CPU path's code, unchanged.
+func TestWorldHTPActionsAreTheDoublesArithmetic(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	world, action, worldPaths, actionPaths, d := worldHTPBundle(t)
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var h htpFlags
+	var w worldFlags
+	h.register(fs)
+	w.register(fs)
+	if err := fs.Parse([]string{"-context-paths", strings.Join(actionPaths, ","), "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path,
+		"-world-backend", "htp", "-world-context-paths", strings.Join(worldPaths, ",")}); err != nil {
+		t.Fatal(err)
+	}
+	wm, cleanup, err := w.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	b, _, err := h.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	reader, err := newImageBagReader(wm.frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := worldmodel.NewPreprocessor(wm.frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, fh := wm.frame.Size()
+	img := make([]float32, 3*fw*fh)
+	out := replay.NewWorldOutput(wm.Dims())
+	sg := action["action_step_ctx"]
+	r := rand.New(rand.NewPCG(3, 4))
+	n := 0
+	for obs, err := range reader.Observations(t.Context(), policyBagDir) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wm.Run(t.Context(), &obs, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := pre.Tensor(img, obs.Images...); err != nil {
+			t.Fatal(err)
+		}
+		wk, wv := qnnfake.WorldModelExpected(world, img, out.Context)
+		if !slices.Equal(out.Keys, wk) || !slices.Equal(out.Values, wv) {
+			t.Fatalf("observation %d: the K/V are not the double's arithmetic of the chain", n)
+		}
+		if err := b.BindChunk(t.Context(), &expert.Chunk{VideoKeys: out.Keys, VideoValues: out.Values, Context: out.Context, ContextMask: out.Mask}); err != nil {
+			t.Fatal(err)
+		}
+		mask := make([]float32, len(out.Mask))
+		for i, m := range out.Mask {
+			if m {
+				mask[i] = 1
+			}
+		}
+		cross := qnnfake.Expected(action["action_context"], [][]float32{out.Context})
+		lat := make([]float32, d.ActionTokens*d.ActionDim)
+		pred := make([]float32, len(lat))
+		for s := range 3 {
+			for i := range lat {
+				lat[i] = float32(r.Float64()*2 - 1)
+			}
+			tau := 1 - float32(s)/3
+			if err := b.Step(t.Context(), lat, tau, pred); err != nil {
+				t.Fatal(err)
+			}
+			by := map[string][]float32{"latents_action": lat, "timestep": {tau}, "video_keys": wk, "video_values": wv,
+				"cross_keys": cross[0], "cross_values": cross[1], "context_mask": mask}
+			in := make([][]float32, len(sg.Inputs))
+			for i, tn := range sg.Inputs {
+				in[i] = by[tn.Name]
+			}
+			if want := qnnfake.Expected(sg, in)[0]; !slices.Equal(pred, want) {
+				t.Fatalf("observation %d step %d: the prediction is not the double's arithmetic on the chain's K/V", n, s)
+			}
+		}
+		n++
+	}
+	if n != policyCycles {
+		t.Errorf("%d observations, want %d", n, policyCycles)
 	}
 }
