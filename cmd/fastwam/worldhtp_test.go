@@ -248,3 +248,31 @@ func TestWorldHTPActionsAreTheDoublesArithmetic(t *testing.T) {
 		t.Errorf("%d observations, want %d", n, policyCycles)
 	}
 }
+
+// TestWorldHTPRefusals: the world model's HTP flags are refused, naming the
+// flag and why, where they cannot apply.
+func TestWorldHTPRefusals(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	_, _, worldPaths, actionPaths, _ := worldHTPBundle(t)
+	libs := []string{"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-head-dim", "16"}
+	wp := strings.Join(worldPaths, ",")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"same process", []string{"replay", "-backend", "htp", "-context-paths", strings.Join(append(slices.Clone(actionPaths), worldPaths...), ","),
+			"-world-model", "same_process", "-world-backend", "htp", "-world-context-paths", wp, policyBagDir}, "prefill.Attach"},
+		{"no binaries", []string{"replay", "-world-backend", "htp", policyBagDir}, "-world-backend htp needs -world-context-paths"},
+		{"paths without htp", []string{"replay", "-world-context-paths", wp, policyBagDir}, "-world-context-paths applies with -world-backend htp only"},
+		{"unknown backend", []string{"replay", "-world-backend", "gpu", policyBagDir}, `-world-backend "gpu"`},
+		{"empty path", []string{"replay", "-world-backend", "htp", "-world-context-paths", worldPaths[0] + ",," + worldPaths[1], policyBagDir}, "-world-context-paths"},
+		{"not an image bag", []string{"replay", "-world-backend", "htp", "-world-context-paths", wp}, "the world model is not run"},
+		{"missing graph", []string{"replay", "-world-backend", "htp", "-world-context-paths", worldPaths[0] + "," + worldPaths[2], policyBagDir}, "prefill_0"},
+	} {
+		code, out, stderr := runCmd(t, append(c.args[:1:1], append(slices.Clone(libs), c.args[1:]...)...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, want a refusal naming %q\n%s%s", c.name, code, c.want, out, stderr)
+		}
+	}
+}
