@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,6 +74,15 @@ func (f *worldFlags) flagValue(name, def string) string {
 	return def
 }
 
+// stderr is where the chain's log and close errors go: the command's
+// output.
+func (f *worldFlags) stderr() io.Writer {
+	if f.fs == nil {
+		return os.Stderr
+	}
+	return f.fs.Output()
+}
+
 // openChain opens the world model's HTP graph chain (-world-backend htp)
 // in a session of its own.
 func (f *worldFlags) openChain(ctx context.Context) (*prefill.Chain, error) {
@@ -91,7 +101,7 @@ func (f *worldFlags) openChain(ctx context.Context) (*prefill.Chain, error) {
 	if err != nil {
 		return nil, usageError("-perf: %v", err)
 	}
-	stderr := f.fs.Output()
+	stderr := f.stderr()
 	chain, err := prefill.New(ctx, prefill.Options{
 		ContextPaths: paths,
 		BackendLib:   f.flagValue("backend-lib", qnnrt.DefaultBackendLib), SystemLib: f.flagValue("system-lib", qnnrt.DefaultSystemLib),
@@ -171,7 +181,7 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 		kv = chain
 		cleanup = func() {
 			if err := chain.Close(); err != nil {
-				fmt.Fprintf(f.fs.Output(), "world htp: %v\n", err)
+				fmt.Fprintf(f.stderr(), "world htp: %v\n", err)
 			}
 		}
 	default:
