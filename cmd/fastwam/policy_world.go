@@ -4,13 +4,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/expert/htp/prefill"
 	"github.com/fastwam/actionexpert/golden/tiny"
+	"github.com/fastwam/actionexpert/node/params"
+	"github.com/fastwam/actionexpert/qnnrt"
 	"github.com/fastwam/actionexpert/replay"
 	"github.com/fastwam/actionexpert/worldmodel"
 )
@@ -31,7 +35,19 @@ const embeddedWorld = "embedded golden/tiny/world"
 type worldFlags struct {
 	dir, dit, vae, stats, statsKey, text string
 	blas                                 string
+	backend                              string // -world-backend: cpu or htp
+	contextPaths                         string // -world-context-paths
+	// fs is the command's flag set: -world-backend htp reads the QNN
+	// library flags of the command (-backend-lib, -system-lib, ...) from
+	// it when the command has them, rather than defining its own.
+	fs *flag.FlagSet
 }
+
+// The world model's backends (-world-backend).
+const (
+	worldBackendCPU = "cpu"
+	worldBackendHTP = "htp"
+)
 
 func (f *worldFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "world", "", "world model `DIR` holding "+worldDiTFile+" (video DiT + proprio encoder), "+worldVAEFile+", "+worldStatsFile+" and the text cache "+worldTextDir+"/ (default: the embedded tiny world model, golden/tiny/world)")
@@ -41,11 +57,68 @@ func (f *worldFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.statsKey, "stats-key", "default", "world model: the state key of the statistics")
 	fs.StringVar(&f.text, "text-cache", "", "world model: the text cache folder (overrides -world's)")
 	fs.StringVar(&f.blas, "world-blas", "auto", "world model: sgemm, auto, openblas or gonum")
+	fs.StringVar(&f.backend, "world-backend", worldBackendCPU, "world model: where the VAE encoder and the DiT prefill run, cpu or htp (the graphs of -world-context-paths on the NPU, in a session of their own; the preprocessing, text cache and proprio token stay on the CPU; the QNN libraries are those of -backend-lib, -system-lib, -rpcmem-lib, -adsp-path, -perf and -shared-buffers where the command has them, else qnnrt's defaults)")
+	fs.StringVar(&f.contextPaths, "world-context-paths", "", "world model, -world-backend htp: comma-separated context binaries holding vae_encoder and prefill_0 .. prefill_{k-1} (any order and grouping)")
+	f.fs = fs
+}
+
+// flagValue is the value of the command's flag name, def when the command
+// has no such flag.
+func (f *worldFlags) flagValue(name, def string) string {
+	if f.fs == nil {
+		return def
+	}
+	if fl := f.fs.Lookup(name); fl != nil {
+		return fl.Value.String()
+	}
+	return def
+}
+
+// stderr is where the chain's log and close errors go: the command's
+// output.
+func (f *worldFlags) stderr() io.Writer {
+	if f.fs == nil {
+		return os.Stderr
+	}
+	return f.fs.Output()
+}
+
+// openChain opens the world model's HTP graph chain (-world-backend htp)
+// in a session of its own.
+func (f *worldFlags) openChain(ctx context.Context) (*prefill.Chain, error) {
+	paths, err := params.ParsePaths(f.contextPaths)
+	if err != nil {
+		return nil, usageError("-world-context-paths: %v", err)
+	}
+	if len(paths) == 0 {
+		return nil, usageError("-world-backend htp needs -world-context-paths with the binaries of vae_encoder and prefill_0 .. prefill_{k-1}")
+	}
+	if f.flagValue("backend", "") == params.BackendHTP && f.flagValue("world-model", "") == params.WorldModelSameProcess {
+		return nil, usageError("-world-backend htp with -backend htp -world-model %s: not supported: the chain would have to attach to the expert's session (prefill.Attach), which this command opens only after the world model has sized the bag's inputs; give -world-model %s (the chain then runs in its own session, its contexts in their own spill-fill group)",
+			params.WorldModelSameProcess, params.WorldModelOtherProcess)
+	}
+	mode, err := qnnrt.ParsePerfMode(f.flagValue("perf", "burst"))
+	if err != nil {
+		return nil, usageError("-perf: %v", err)
+	}
+	stderr := f.stderr()
+	chain, err := prefill.New(ctx, prefill.Options{
+		ContextPaths: paths,
+		BackendLib:   f.flagValue("backend-lib", qnnrt.DefaultBackendLib), SystemLib: f.flagValue("system-lib", qnnrt.DefaultSystemLib),
+		RPCMemLib: f.flagValue("rpcmem-lib", qnnrt.DefaultRPCMemLib), ADSPLibraryPath: f.flagValue("adsp-path", ""),
+		PerfMode: mode, SharedBuffers: f.flagValue("shared-buffers", "true") == "true",
+		LogSink: qnnLogWriter(stderr),
+		Logf:    func(format string, args ...any) { fmt.Fprintf(stderr, "world htp: "+format+"\n", args...) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("-world-backend htp: %w", withLoadHint(err))
+	}
+	return chain, nil
 }
 
 // worldFlagsSet names the first world-model flag among set, "" for none.
 func worldFlagsSet(set map[string]bool) string {
-	for _, n := range []string{"world", "dit", "vae", "stats", "stats-key", "text-cache", "world-blas"} {
+	for _, n := range []string{"world", "dit", "vae", "stats", "stats-key", "text-cache", "world-blas", "world-backend", "world-context-paths"} {
 		if set[n] {
 			return n
 		}
@@ -91,6 +164,29 @@ func (w *cliWorld) Run(ctx context.Context, obs *replay.Observation, out *replay
 // replaced by its own flag when given.
 func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err error) {
 	cleanup = func() {}
+	var kv worldmodel.KVStage
+	switch f.backend {
+	case worldBackendCPU:
+		if f.contextPaths != "" {
+			return nil, nil, usageError("-world-context-paths applies with -world-backend htp only")
+		}
+	case worldBackendHTP:
+		if f.vae != "" {
+			return nil, nil, usageError("-vae: with -world-backend htp the VAE encoder is the vae_encoder graph of -world-context-paths")
+		}
+		chain, err := f.openChain(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		kv = chain
+		cleanup = func() {
+			if err := chain.Close(); err != nil {
+				fmt.Fprintf(f.stderr(), "world htp: %v\n", err)
+			}
+		}
+	default:
+		return nil, nil, usageError("-world-backend %q: want %s or %s", f.backend, worldBackendCPU, worldBackendHTP)
+	}
 	dir, desc := f.dir, f.dir
 	if dir == "" {
 		if f.dit != "" && f.vae != "" && f.stats != "" && f.text != "" {
@@ -98,12 +194,15 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 		} else {
 			tmp, err := extractWorld()
 			if err != nil {
+				cleanup()
 				return nil, nil, err
 			}
-			cleanup = func() { os.RemoveAll(tmp) }
+			closeKV := cleanup
+			cleanup = func() { os.RemoveAll(tmp); closeKV() }
 			dir, desc = tmp, embeddedWorld
 		}
 	} else if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		cleanup()
 		return nil, nil, usageError("-world %s: not a folder (want one holding %s, %s, %s and %s/)", dir, worldDiTFile, worldVAEFile, worldStatsFile, worldTextDir)
 	}
 	pick := func(flag, name string) string {
@@ -112,9 +211,10 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 		}
 		return filepath.Join(dir, name)
 	}
+	release := cleanup // the named result is nil once an error is returned
 	defer func() {
 		if err != nil {
-			cleanup()
+			release()
 		}
 	}()
 	gemm, gemmName, err := cpu.PickGemm(f.blas, "", 0)
@@ -127,13 +227,16 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 		DiTWeights: pick(f.dit, worldDiTFile), VAEWeights: pick(f.vae, worldVAEFile),
 		StateStats: statsPath, StateKey: f.statsKey,
 		TextCache: worldmodel.TextCache{Dir: pick(f.text, worldTextDir)},
-		Frame:     frame, Gemm: gemm,
+		Frame:     frame, Gemm: gemm, KV: kv,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("world model (%s): %w", desc, err)
 	}
 	d := m.Dims()
 	desc = fmt.Sprintf("%s (K/V [%d, 1, %d, %d], context [1, %d, %d], %s)", desc, d.Layers, d.VideoTokens, d.Width, d.ContextRows, d.TextDim, gemmName)
+	if c, ok := kv.(*prefill.Chain); ok {
+		desc += fmt.Sprintf("; VAE encoder and prefill on the HTP: %s", c)
+	}
 	return &cliWorld{m: m, frame: frame, desc: desc, statsPath: statsPath}, cleanup, nil
 }
 

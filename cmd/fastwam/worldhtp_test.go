@@ -1,0 +1,278 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fastwam/actionexpert/expert"
+	"github.com/fastwam/actionexpert/golden"
+	"github.com/fastwam/actionexpert/internal/qnnfake"
+	"github.com/fastwam/actionexpert/replay"
+	"github.com/fastwam/actionexpert/worldmodel"
+)
+
+// worldHTPBundle writes, one binary per graph, the double's world-model
+// graphs for the embedded tiny world model (the LIBERO frame, its latent,
+// its DiT's layers split 1 + rest) and the split action bundle for the
+// embedded tiny expert. It returns the world graphs, the action graphs by
+// name, and the paths of each set.
+func worldHTPBundle(t *testing.T) (world []qnnfake.Graph, action map[string]qnnfake.Graph, worldPaths, actionPaths []string, d expert.Dims) {
+	t.Helper()
+	wf := worldFlags{blas: "auto", statsKey: "default", backend: worldBackendCPU}
+	wm, cleanup, err := wf.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := wm.m.Dims()
+	cleanup()
+	c, err := golden.LoadTiny(t.Context(), "tiny/case_all.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = expert.Dims{Layers: c.Layers, Heads: 2, HeadDim: c.AttnWidth / 2, VideoTokens: md.VideoTokens,
+		ContextTokens: md.ContextRows, TextDim: md.TextDim, ActionTokens: c.ActionTokens, ActionDim: c.ActionDim}
+	if md.Layers != d.Layers || md.Width != c.AttnWidth {
+		t.Fatalf("tiny world model (%d layers, width %d) does not match the tiny expert (%d, %d)", md.Layers, md.Width, d.Layers, c.AttnWidth)
+	}
+	fw, fh := wm.frame.Size()
+	world = qnnfake.WorldModelGraphs(qnnfake.DataTypeFloat32, qnnfake.WorldDims{ImageHeight: fh, ImageWidth: fw,
+		LatentChannels: worldmodel.LatentChannels, LatentHeight: fh / 16, LatentWidth: fw / 16, ContextRows: md.ContextRows,
+		TextDim: md.TextDim, VideoTokens: md.VideoTokens, Width: md.Width, Layers: []int{1, md.Layers - 1}})
+	action = map[string]qnnfake.Graph{}
+	cg, sg := qnnfake.ActionContextGraph(qnnfake.DataTypeFloat32, d), qnnfake.ActionStepCtxGraph(qnnfake.DataTypeFloat32, d)
+	action[cg.Name], action[sg.Name] = cg, sg
+	dir := t.TempDir()
+	write := func(g qnnfake.Graph) string {
+		p := filepath.Join(dir, g.Name+".bin")
+		if err := os.WriteFile(p, qnnfake.Binary{SocModel: 77, Arch: 73, BuildID: "wm-cli-test", Graphs: []qnnfake.Graph{g}}.Marshal(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, g := range world {
+		worldPaths = append(worldPaths, write(g))
+	}
+	actionPaths = []string{write(cg), write(sg)}
+	return world, action, worldPaths, actionPaths, d
+}
+
+// TestReplayWorldHTP replays the image bag golden/policy with the world
+// model's graphs (-world-backend htp) and the split expert (-backend htp)
+// on the QNN double: every observation runs vae_encoder, prefill_0,
+// prefill_1, then one action_context and ten action_step_ctx steps, each
+// chained graph reading its predecessor's output buffer. The double's
+// arithmetic is not the model's, so the chunks are mismatches against
+// the CPU recording: exit 1, as expected.
+func TestReplayWorldHTP(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	world, _, worldPaths, actionPaths, _ := worldHTPBundle(t)
+	args := []string{"replay", "-backend", "htp", "-context-paths", strings.Join(actionPaths, ","), "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path,
+		"-world-backend", "htp", "-world-context-paths", strings.Join(worldPaths, ",")}
+	code, out, stderr := runCmd(t, append(args, policyBagDir)...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (the double's chunks differ from the CPU recording)\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"4 chunks published", "FAIL: 4 of 4 recorded chunks fail", "VAE encoder and prefill on the HTP: vae_encoder -> prefill_0 (1 layers), prefill_1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The world model's contexts (opened first, in their own session) are
+	// one spill-fill group.
+	cr := lib.ContextRecords()
+	if len(cr) != len(world)+2 {
+		t.Fatalf("%d contexts, want %d", len(cr), len(world)+2)
+	}
+	for _, rc := range cr[:len(world)] {
+		if !rc.Group || (rc.Seq > 1 && rc.FirstSeq != 1) {
+			t.Errorf("world context %+v: want the three in one spill-fill group", rc)
+		}
+	}
+	recs := lib.ExecuteRecords()
+	one := []string{"vae_encoder", "prefill_0", "prefill_1", "action_context"}
+	for range 10 {
+		one = append(one, "action_step_ctx")
+	}
+	if len(recs) != policyCycles*len(one) {
+		t.Fatalf("%d executes, want %d (%d observations of %d)", len(recs), policyCycles*len(one), policyCycles, len(one))
+	}
+	// The outputs of each graph by name and position, to check the links.
+	for o := range policyCycles {
+		rs := recs[o*len(one) : (o+1)*len(one)]
+		for i, r := range rs {
+			if r.Graph != one[i] {
+				t.Fatalf("observation %d execute %d is %s, want %s", o, i, r.Graph, one[i])
+			}
+		}
+		enc, p0, p1 := rs[0], rs[1], rs[2]
+		in := func(g qnnfake.Graph, r qnnfake.ExecuteRecord, name string) uintptr {
+			for i, tn := range g.Inputs {
+				if tn.Name == name {
+					return r.Inputs[i]
+				}
+			}
+			t.Fatalf("%s has no input %s", g.Name, name)
+			return 0
+		}
+		outp := func(g qnnfake.Graph, r qnnfake.ExecuteRecord, name string) uintptr {
+			for i, tn := range g.Outputs {
+				if tn.Name == name {
+					return r.Outputs[i]
+				}
+			}
+			t.Fatalf("%s has no output %s", g.Name, name)
+			return 0
+		}
+		links := []struct {
+			from qnnfake.Graph
+			fr   qnnfake.ExecuteRecord
+			out  string
+			to   qnnfake.Graph
+			tr   qnnfake.ExecuteRecord
+			in   string
+		}{
+			{world[0], enc, "latent", world[1], p0, "latent"},
+			{world[1], p0, "hidden_out", world[2], p1, "hidden"},
+			{world[1], p0, "ctx_v", world[2], p1, "ctx_v"},
+		}
+		for _, l := range links {
+			if a, b := outp(l.from, l.fr, l.out), in(l.to, l.tr, l.in); a == 0 || a != b {
+				t.Errorf("observation %d: %s.%s at %#x, %s.%s reads %#x: want the same buffer", o, l.from.Name, l.out, a, l.to.Name, l.in, b)
+			}
+		}
+	}
+}
+
+// TestWorldHTPActionsAreTheDoublesArithmetic is check (b) of the replay
+// above, one level down: replay's report does not expose the expert's
+// per-step predictions, so this runs the same CLI wiring (replay's
+// htpFlags and worldFlags parsed from the same flags) on every
+// observation of golden/policy and checks that the world model's K/V are
+// exactly the double's arithmetic of the chain on the preprocessed frame
+// and the context, and that each step's prediction is exactly the
+// double's arithmetic of action_context then action_step_ctx on them. The
+// node's sampler and post-processing that turn the predictions into the
+// actions are the CPU path's code, unchanged.
+func TestWorldHTPActionsAreTheDoublesArithmetic(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	world, action, worldPaths, actionPaths, d := worldHTPBundle(t)
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var h htpFlags
+	var w worldFlags
+	h.register(fs)
+	w.register(fs)
+	if err := fs.Parse([]string{"-context-paths", strings.Join(actionPaths, ","), "-head-dim", "16",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path,
+		"-world-backend", "htp", "-world-context-paths", strings.Join(worldPaths, ",")}); err != nil {
+		t.Fatal(err)
+	}
+	wm, cleanup, err := w.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	b, _, err := h.open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	reader, err := newImageBagReader(wm.frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := worldmodel.NewPreprocessor(wm.frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, fh := wm.frame.Size()
+	img := make([]float32, 3*fw*fh)
+	out := replay.NewWorldOutput(wm.Dims())
+	sg := action["action_step_ctx"]
+	r := rand.New(rand.NewPCG(3, 4))
+	n := 0
+	for obs, err := range reader.Observations(t.Context(), policyBagDir) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wm.Run(t.Context(), &obs, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := pre.Tensor(img, obs.Images...); err != nil {
+			t.Fatal(err)
+		}
+		wk, wv := qnnfake.WorldModelExpected(world, img, out.Context)
+		if !slices.Equal(out.Keys, wk) || !slices.Equal(out.Values, wv) {
+			t.Fatalf("observation %d: the K/V are not the double's arithmetic of the chain", n)
+		}
+		if err := b.BindChunk(t.Context(), &expert.Chunk{VideoKeys: out.Keys, VideoValues: out.Values, Context: out.Context, ContextMask: out.Mask}); err != nil {
+			t.Fatal(err)
+		}
+		mask := make([]float32, len(out.Mask))
+		for i, m := range out.Mask {
+			if m {
+				mask[i] = 1
+			}
+		}
+		cross := qnnfake.Expected(action["action_context"], [][]float32{out.Context})
+		lat := make([]float32, d.ActionTokens*d.ActionDim)
+		pred := make([]float32, len(lat))
+		for s := range 3 {
+			for i := range lat {
+				lat[i] = float32(r.Float64()*2 - 1)
+			}
+			tau := 1 - float32(s)/3
+			if err := b.Step(t.Context(), lat, tau, pred); err != nil {
+				t.Fatal(err)
+			}
+			by := map[string][]float32{"latents_action": lat, "timestep": {tau}, "video_keys": wk, "video_values": wv,
+				"cross_keys": cross[0], "cross_values": cross[1], "context_mask": mask}
+			in := make([][]float32, len(sg.Inputs))
+			for i, tn := range sg.Inputs {
+				in[i] = by[tn.Name]
+			}
+			if want := qnnfake.Expected(sg, in)[0]; !slices.Equal(pred, want) {
+				t.Fatalf("observation %d step %d: the prediction is not the double's arithmetic on the chain's K/V", n, s)
+			}
+		}
+		n++
+	}
+	if n != policyCycles {
+		t.Errorf("%d observations, want %d", n, policyCycles)
+	}
+}
+
+// TestWorldHTPRefusals: the world model's HTP flags are refused, naming the
+// flag and why, where they cannot apply.
+func TestWorldHTPRefusals(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	_, _, worldPaths, actionPaths, _ := worldHTPBundle(t)
+	libs := []string{"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path, "-head-dim", "16"}
+	wp := strings.Join(worldPaths, ",")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"same process", []string{"replay", "-backend", "htp", "-context-paths", strings.Join(append(slices.Clone(actionPaths), worldPaths...), ","),
+			"-world-model", "same_process", "-world-backend", "htp", "-world-context-paths", wp, policyBagDir}, "prefill.Attach"},
+		{"no binaries", []string{"replay", "-world-backend", "htp", policyBagDir}, "-world-backend htp needs -world-context-paths"},
+		{"paths without htp", []string{"replay", "-world-context-paths", wp, policyBagDir}, "-world-context-paths applies with -world-backend htp only"},
+		{"unknown backend", []string{"replay", "-world-backend", "gpu", policyBagDir}, `-world-backend "gpu"`},
+		{"empty path", []string{"replay", "-world-backend", "htp", "-world-context-paths", worldPaths[0] + ",," + worldPaths[1], policyBagDir}, "-world-context-paths"},
+		{"not an image bag", []string{"replay", "-world-backend", "htp", "-world-context-paths", wp}, "the world model is not run"},
+		{"missing graph", []string{"replay", "-world-backend", "htp", "-world-context-paths", worldPaths[0] + "," + worldPaths[2], policyBagDir}, "prefill_0"},
+	} {
+		code, out, stderr := runCmd(t, append(c.args[:1:1], append(slices.Clone(libs), c.args[1:]...)...)...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, want a refusal naming %q\n%s%s", c.name, code, c.want, out, stderr)
+		}
+	}
+}
