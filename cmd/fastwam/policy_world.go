@@ -237,6 +237,8 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 	if c, ok := kv.(*prefill.Chain); ok {
 		desc += fmt.Sprintf("; VAE encoder and prefill on the HTP: %s", c)
 	}
+	closeFiles := cleanup
+	cleanup = func() { m.Close(); closeFiles() } // the model's workers first, then the chain and the files
 	return &cliWorld{m: m, frame: frame, desc: desc, statsPath: statsPath}, cleanup, nil
 }
 
