@@ -80,6 +80,9 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	if err != nil {
 		return err
 	}
+	if err := n.ServeParameters(ctx, tr); err != nil {
+		return err
+	}
 	return rosnode.SpinWhile(rn, func() error {
 		// A managed node, configured and activated at once (the world
 		// model is loaded): `ros2 lifecycle set` deactivates it.
