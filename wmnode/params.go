@@ -73,6 +73,10 @@ type Params struct {
 	DiagnosticsPeriod time.Duration
 	ShutdownGrace     time.Duration
 	UseSimTime        bool
+	// Autostart configures and activates the node at start-up; false
+	// leaves it unconfigured for `ros2 lifecycle set` or a lifecycle
+	// manager.
+	Autostart bool
 }
 
 // Topics names the node's topics. Relative names resolve in the node's
@@ -135,6 +139,7 @@ func DefaultParams() Params {
 		StaleAfter:        params.DefaultStaleAfter,
 		DiagnosticsPeriod: time.Second,
 		ShutdownGrace:     shutdown.DefaultGrace,
+		Autostart:         true,
 	}
 }
 
@@ -302,6 +307,8 @@ func paramDefs() []paramDef {
 		durationDef("shutdown_grace", "seconds the shutdown after the first SIGINT/SIGTERM may take", 10*time.Millisecond, shutdown.MaxGrace,
 			func(p *Params) *time.Duration { return &p.ShutdownGrace }),
 		boolDef("use_sim_time", "standard ROS parameter: the node's clock (input ages, stale checks) is /clock", func(p *Params) *bool { return &p.UseSimTime }),
+		boolDef("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager",
+			func(p *Params) *bool { return &p.Autostart }),
 	)
 	return defs
 }

@@ -84,14 +84,17 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 		return err
 	}
 	return rosnode.SpinWhile(rn, func() error {
-		// A managed node, configured and activated at once (the world
-		// model is loaded): `ros2 lifecycle set` deactivates it.
-		go func() {
-			<-n.Started()
-			if err := node.Autostart(ctx, mach); err != nil {
-				log.Errorf("%s: %v", fqn, err)
-			}
-		}()
+		// A managed node, configured and activated at once with
+		// autostart (the world model is loaded): `ros2 lifecycle set`
+		// deactivates it. Without autostart it waits unconfigured.
+		if p.Autostart {
+			go func() {
+				<-n.Started()
+				if err := node.Autostart(ctx, mach); err != nil {
+					log.Errorf("%s: %v", fqn, err)
+				}
+			}()
+		}
 		return n.Run(ctx)
 	})
 }
