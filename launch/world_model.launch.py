@@ -87,6 +87,10 @@ PARAMETERS = [
     ('shutdown_grace', 'seconds the shutdown after the first SIGINT/SIGTERM may take'),
     ('use_sim_time', "standard ROS parameter: the node's clock (input ages, stale checks) is "
      '/clock'),
+    ('self_test.golden', 'self-test golden .npz run through the world model at configure, K, V '
+     'and context compared (empty = none)'),
+    ('self_test.min_cosine', 'cosine K, V and the context must each reach against the self-test '
+     'golden, in (0, 1]'),
     ('autostart', 'configure and activate at start-up; false waits unconfigured for `ros2 '
      'lifecycle set` or a lifecycle manager'),
 ]
