@@ -20,7 +20,10 @@ Argument values are read as YAML, like `--ros-args -p name:=value`; an empty
 value (the default) leaves the parameter to params_file.
 `ros2 launch fastwam_action_expert world_model.launch.py --show-args` lists
 them all. policy.launch.py starts it with the action expert and the executor.
-On SIGINT the node finishes or abandons the cycle in progress, publishes a
+The node is a managed (lifecycle) node, started as a launch_ros LifecycleNode;
+with autostart (the default) it configures and activates itself, and with
+autostart:=false it waits unconfigured for `ros2 lifecycle set` or a lifecycle
+manager. On SIGINT the node finishes or abandons the cycle in progress, publishes a
 last (STALE) diagnostics report, removes its shared-memory segment and exits.
 """
 
@@ -84,6 +87,12 @@ PARAMETERS = [
     ('shutdown_grace', 'seconds the shutdown after the first SIGINT/SIGTERM may take'),
     ('use_sim_time', "standard ROS parameter: the node's clock (input ages, stale checks) is "
      '/clock'),
+    ('self_test.golden', 'self-test golden .npz run through the world model at configure, K, V '
+     'and context compared (empty = none)'),
+    ('self_test.min_cosine', 'cosine K, V and the context must each reach against the self-test '
+     'golden, in (0, 1]'),
+    ('autostart', 'configure and activate at start-up; false waits unconfigured for `ros2 '
+     'lifecycle set` or a lifecycle manager'),
 ]
 
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/fastwam/actionexpert/internal/launchtest"
@@ -50,5 +51,34 @@ func TestLaunchFiles(t *testing.T) {
 	}
 	if !bytes.Contains(py, []byte("node_launch_description('fastwam_world_model', 'fastwam_world_model', 'world_model.params.yaml', PARAMETERS)")) {
 		t.Errorf("world_model.launch.py does not start fastwam_world_model with world_model.params.yaml")
+	}
+}
+
+// TestLaunchLifecycle: the launch files start the node as a launch_ros
+// LifecycleNode (launching.py's LIFECYCLE_EXECUTABLES names it) and the
+// node autostarts by default, as the action expert does.
+func TestLaunchLifecycle(t *testing.T) {
+	src, err := os.ReadFile("../python/fastwam_action_expert/launching.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tuple string
+	for line := range strings.Lines(string(src)) {
+		if rest, ok := strings.CutPrefix(line, "LIFECYCLE_EXECUTABLES = "); ok {
+			tuple = rest
+		}
+	}
+	if !strings.Contains(tuple, "'fastwam_world_model'") {
+		t.Errorf("launching.py: LIFECYCLE_EXECUTABLES = %q does not name fastwam_world_model: the launch files would start it as a plain Node", strings.TrimSpace(tuple))
+	}
+	if !DefaultParams().Autostart {
+		t.Error("autostart defaults to false; the action expert's defaults to true")
+	}
+	p := DefaultParams()
+	if err := p.Set("autostart", "false"); err != nil || p.Autostart {
+		t.Errorf("autostart:=false: %v, autostart %v", err, p.Autostart)
+	}
+	if err := p.Set("autostart", "maybe"); err == nil {
+		t.Error("autostart:=maybe accepted")
 	}
 }

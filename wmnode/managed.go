@@ -37,6 +37,7 @@ func (n *Node) ServeLifecycle(ctx context.Context, t node.Transport) (*lifecycle
 	}
 	mach := lifecycle.New(lifecycle.Config{
 		Callbacks: lifecycle.Callbacks{
+			OnConfigure:  func(ctx context.Context, _ msgs.State) error { return failure(n.Configure(ctx)) },
 			OnActivate:   func(context.Context, msgs.State) error { return failure(n.Activate()) },
 			OnDeactivate: func(context.Context, msgs.State) error { return failure(n.Deactivate()) },
 			OnShutdown:   func(context.Context, msgs.State) error { _ = n.Deactivate(); return nil },
@@ -61,4 +62,54 @@ func (n *Node) ServeLifecycle(ctx context.Context, t node.Transport) (*lifecycle
 		}
 	}
 	return mach, nil
+}
+
+// Configure is the configure transition: with self_test.golden set, the
+// world model runs on the golden's observation and its K, V and context
+// are compared with the golden's (RunSelfTest); a golden that does not
+// load or a result below self_test.min_cosine fails the configure, and
+// the node stays unconfigured. The golden is read again at each
+// configure.
+func (n *Node) Configure(ctx context.Context) error {
+	if n.p.SelfTestGolden == "" {
+		return nil
+	}
+	c, err := LoadSelfTest(ctx, n.p.SelfTestGolden)
+	if err != nil {
+		return fmt.Errorf("self-test: %w", err)
+	}
+	n.runMu.Lock()
+	r := RunSelfTest(ctx, n.model, c, n.p.SelfTestMinCosine)
+	n.runMu.Unlock()
+	if !r.Passed() {
+		return fmt.Errorf("self-test against %s %v", n.p.SelfTestGolden, r)
+	}
+	n.log.Infof("%s: self-test against %s %v", n.name, n.p.SelfTestGolden, r)
+	return nil
+}
+
+// RunAutostarted runs n (see Run) until ctx is done, after node.Autostart
+// through mach once the node has started, when autostart is set (the
+// autostart parameter). If the autostart's configure or activate fails
+// (a self-test that fails), the node stops and the error is returned, so
+// the process exits non-zero and `ros2 launch` ends with it, as the action
+// expert does. Without autostart the node waits unconfigured for a
+// lifecycle manager.
+func (n *Node) RunAutostarted(ctx context.Context, mach *lifecycle.Machine, autostart bool) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- n.Run(runCtx) }()
+	if autostart {
+		select {
+		case <-n.Started():
+		case err := <-ran:
+			return err
+		}
+		if err := node.Autostart(ctx, mach); err != nil && ctx.Err() == nil {
+			stop()
+			return errors.Join(fmt.Errorf("%w; the node exits (autostart:=false would keep it unconfigured for `ros2 lifecycle set`)", err), <-ran)
+		}
+	}
+	return <-ran
 }

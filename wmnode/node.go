@@ -89,10 +89,13 @@ const (
 
 // Node is one world-model node. Create it with New, call Run, then Close.
 type Node struct {
-	p      Params
-	name   string
-	log    node.Logger
-	model  Model
+	p     Params
+	name  string
+	log   node.Logger
+	model Model
+	// runMu serialises the model's runs: a cycle and the self-test at
+	// configure (a cycle under way at deactivate still finishes).
+	runMu  sync.Mutex
 	dims   worldmodel.Dims
 	now    func() time.Time
 	mono   func() time.Time
@@ -713,7 +716,9 @@ func (n *Node) cycle(ctx context.Context) {
 		}
 		n.out.Keys, n.out.Values = slotView(mem, n.placed[0], n.f16), slotView(mem, n.placed[1], n.f16)
 	}
+	n.runMu.Lock()
 	runErr := n.model.Run(ctx, obs, n.out)
+	n.runMu.Unlock()
 	var gen uint64
 	if n.shm != nil {
 		// The slot is committed whatever Run did: no descriptor names it

@@ -73,6 +73,14 @@ type Params struct {
 	DiagnosticsPeriod time.Duration
 	ShutdownGrace     time.Duration
 	UseSimTime        bool
+	// SelfTestGolden is the self-test golden run at configure ("" for
+	// none); SelfTestMinCosine the cosine K, V and the context must reach.
+	SelfTestGolden    string
+	SelfTestMinCosine float64
+	// Autostart configures and activates the node at start-up; false
+	// leaves it unconfigured for `ros2 lifecycle set` or a lifecycle
+	// manager.
+	Autostart bool
 }
 
 // Topics names the node's topics. Relative names resolve in the node's
@@ -135,6 +143,8 @@ func DefaultParams() Params {
 		StaleAfter:        params.DefaultStaleAfter,
 		DiagnosticsPeriod: time.Second,
 		ShutdownGrace:     shutdown.DefaultGrace,
+		SelfTestMinCosine: DefaultSelfTestMinCosine,
+		Autostart:         true,
 	}
 }
 
@@ -302,6 +312,17 @@ func paramDefs() []paramDef {
 		durationDef("shutdown_grace", "seconds the shutdown after the first SIGINT/SIGTERM may take", 10*time.Millisecond, shutdown.MaxGrace,
 			func(p *Params) *time.Duration { return &p.ShutdownGrace }),
 		boolDef("use_sim_time", "standard ROS parameter: the node's clock (input ages, stale checks) is /clock", func(p *Params) *bool { return &p.UseSimTime }),
+		stringDef("self_test.golden", "self-test golden .npz run through the world model at configure, K, V and context compared (empty = none)",
+			func(p *Params) *string { return &p.SelfTestGolden }),
+		paramDef{"self_test.min_cosine", rosparam.Double, "cosine K, V and the context must each reach against the self-test golden, in (0, 1]", func(p *Params, v rosparam.Value) error {
+			if !(v.Double > 0 && v.Double <= 1) {
+				return fmt.Errorf("must be in (0, 1], got %v", v.Double)
+			}
+			p.SelfTestMinCosine = v.Double
+			return nil
+		}, func(p *Params) any { return p.SelfTestMinCosine }},
+		boolDef("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager",
+			func(p *Params) *bool { return &p.Autostart }),
 	)
 	return defs
 }

@@ -80,17 +80,13 @@ func serve(ctx context.Context, args []string, rn *rclgo.Node, log node.Logger, 
 	if err != nil {
 		return err
 	}
-	return rosnode.SpinWhile(rn, func() error {
-		// A managed node, configured and activated at once (the world
-		// model is loaded): `ros2 lifecycle set` deactivates it.
-		go func() {
-			<-n.Started()
-			if err := node.Autostart(ctx, mach); err != nil {
-				log.Errorf("%s: %v", fqn, err)
-			}
-		}()
-		return n.Run(ctx)
-	})
+	if err := n.ServeParameters(ctx, tr); err != nil {
+		return err
+	}
+	// A managed node, configured (the self-test) and activated at once
+	// with autostart: `ros2 lifecycle set` deactivates it. Without
+	// autostart it waits unconfigured; a failed autostart ends the process.
+	return rosnode.SpinWhile(rn, func() error { return n.RunAutostarted(ctx, mach, p.Autostart) })
 }
 
 const usage = `usage: fastwam_world_model [--print-params] [--ros-args ROS_ARGS...]

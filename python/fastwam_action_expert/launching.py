@@ -6,8 +6,8 @@ parameters and call node_launch_description; this module (installed beside
 the package's message modules and the producer kit) builds the arguments and
 the node action the same way for both.
 
-The action expert (fastwam_node) is a managed node: it is started as a
-launch_ros LifecycleNode, so launch sees its transitions as events (the
+The action expert (fastwam_node) and the world model (fastwam_world_model)
+are managed nodes: each is started as a launch_ros LifecycleNode, so launch sees its transitions as events (the
 StateTransition events of launch_ros). The executor has no lifecycle and is
 a plain Node. If a node exits with a non-zero status (it could not start,
 for example a bad parameter), launch shuts down and `ros2 launch` exits
@@ -30,7 +30,7 @@ from launch_ros.actions import LifecycleNode, Node
 PACKAGE = 'fastwam_action_expert'
 
 # The package's executables that are managed (lifecycle) nodes.
-LIFECYCLE_EXECUTABLES = ('fastwam_node',)
+LIFECYCLE_EXECUTABLES = ('fastwam_node', 'fastwam_world_model')
 
 
 class NodeFailed(RuntimeError):
