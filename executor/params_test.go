@@ -151,13 +151,14 @@ func TestLaunchFiles(t *testing.T) {
 	}
 }
 
-// TestCMakeListsBuildsTheExecutor: colcon builds and installs both nodes.
+// TestCMakeListsBuildsTheExecutor: colcon builds and installs the
+// executor beside the action expert's node (and the world model's).
 func TestCMakeListsBuildsTheExecutor(t *testing.T) {
 	text, err := os.ReadFile("../CMakeLists.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`foreach\(_bin fastwam_node fastwam_executor\)`).Match(text) {
+	if !regexp.MustCompile(`foreach\(_bin fastwam_node fastwam_executor( fastwam_world_model)?\)`).Match(text) {
 		t.Error("CMakeLists.txt does not build fastwam_executor beside fastwam_node")
 	}
 }
