@@ -268,7 +268,7 @@ else
   cp "$world"/text/*.text.safetensors "$logs/text/"
   run text_entry 60 "$prefix/lib/fastwam_action_expert/fastwam" weights make -model text \
     -task "put the black bowl on the plate" -tokens 15 -seed 4 \
-    -encoder "random (fastwam weights make -model text)" -o "$logs/text" ||
+    -encoder "random (fastwam weights make -model text)" -force -o "$logs/text" ||
     fail "policy: fastwam weights make -model text (log $logs/text_entry.log)"
   cat >"$logs/policy.params.yaml" <<PARAMS
 /**/fastwam_world_model:
