@@ -36,12 +36,12 @@ PARAMETERS = [
      "lines go to the node's log)"),
     ('htp.rpc_vote', 'also send the RPC control-latency and polling-time options of the '
      'performance vote (their own setPowerConfig call; off until verified on the device)'),
-    ('htp.context_paths', 'comma-separated further context binaries loaded in the same session (one spill-fill '
-     "group): the split bundle's action_context and action_step_ctx, and with htp.world_model "
-     "same_process the world model's vae_encoder and prefill_i"),
-    ('htp.world_model', "where the world model's graphs run: other_process (its own node, K/V through the hand- "
-     "off) or same_process (in this node's QNN session, its binaries in htp.context_paths); a "
-     'process maps about 6.5 GB of contexts at most'),
+    ('htp.context_paths', 'comma-separated further context binaries loaded in the same session '
+     "(one spill-fill group): the split bundle's action_context and action_step_ctx, and "
+     "with htp.world_model same_process the world model's vae_encoder and prefill_i"),
+    ('htp.world_model', "where the world model's graphs run: other_process (its own node, "
+     "K/V through the hand-off) or same_process (in this node's QNN session, its binaries "
+     'in htp.context_paths); a process maps about 6.5 GB of contexts at most'),
     ('cpu.weights', "path of the action expert's safetensors weights"),
     ('cpu.threads', 'worker goroutines of the CPU step over a single-threaded OpenBLAS (0 = one '
      'per CPU)'),
