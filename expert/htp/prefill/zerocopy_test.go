@@ -33,15 +33,16 @@ type zcSet struct {
 	c     *Chain
 	world []qnnfake.Graph
 	step  qnnfake.Graph
+	d     expert.Dims
 	log   []string
 }
 
 // openZC writes the binaries (world graphs of data type worldDT, the
 // expert's of expertDT) and opens the set with shared buffers; bind asks
 // for the K/V to be written in place (BindKV).
-func openZC(t *testing.T, fk *qnnfake.Lib, worldDT, expertDT uint32, bind bool) *zcSet {
+func openZC(t *testing.T, fk *qnnfake.Lib, w qnnfake.WorldDims, d expert.Dims, worldDT, expertDT uint32, bind bool) *zcSet {
 	t.Helper()
-	z := &zcSet{world: qnnfake.WorldModelGraphs(worldDT, zcWorld), step: qnnfake.ActionStepGraph(expertDT, zcDims)}
+	z := &zcSet{world: qnnfake.WorldModelGraphs(worldDT, w), step: qnnfake.ActionStepGraph(expertDT, d), d: d}
 	dir := t.TempDir()
 	var paths, names []string
 	for _, g := range append([]qnnfake.Graph{z.step}, z.world...) {
@@ -52,7 +53,7 @@ func openZC(t *testing.T, fk *qnnfake.Lib, worldDT, expertDT uint32, bind bool) 
 		paths = append(paths, p)
 		names = append(names, g.Name)
 	}
-	b, err := htp.New(t.Context(), htp.Options{ContextPaths: paths, CoGraphs: names[1:], HeadDim: zcDims.HeadDim, SharedBuffers: true,
+	b, err := htp.New(t.Context(), htp.Options{ContextPaths: paths, CoGraphs: names[1:], HeadDim: d.HeadDim, SharedBuffers: true,
 		BackendLib: fk.Path, SystemLib: fk.Path, RPCMemLib: fk.Path})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +94,7 @@ func (z *zcSet) close(t *testing.T) {
 type zcCycle struct {
 	image, text             []float32 // the world model's inputs
 	keys, values, cond, lat []float32 // the expert's inputs (as float32)
+	mask                    []float32 // the context mask as the graph reads it
 	preds                   [][]float32
 }
 
@@ -110,23 +112,33 @@ func (z *zcSet) cycle(t *testing.T, r *rand.Rand, steps int) zcCycle {
 	if err := z.c.RunKV(ctx, image, text, v.VideoKeys, v.VideoValues); err != nil {
 		t.Fatal(err)
 	}
-	cond := fill(r, zcDims.ContextLen())
-	if v.Context.F16 == nil || len(v.Context.F16) != len(cond) {
-		t.Fatalf("context view %d F16 values, want %d", len(v.Context.F16), len(cond))
+	cond := fill(r, z.d.ContextLen())
+	out := zcCycle{image: image, text: text, cond: cond}
+	switch {
+	case v.Context.F16 != nil && len(v.Context.F16) == len(cond):
+		for i, x := range cond {
+			v.Context.F16[i] = float16.Fromfloat32(x).Bits()
+			cond[i] = float16.Frombits(v.Context.F16[i]).Float32()
+		}
+		out.keys, out.values = f16s(v.VideoKeys.F16), f16s(v.VideoValues.F16)
+	case v.Context.F32 != nil && len(v.Context.F32) == len(cond):
+		copy(v.Context.F32, cond)
+		out.keys, out.values = slices.Clone(v.VideoKeys.F32), slices.Clone(v.VideoValues.F32)
+	default:
+		t.Fatalf("context view of %d F16 or %d F32 values, want %d", len(v.Context.F16), len(v.Context.F32), len(cond))
 	}
-	for i, x := range cond {
-		v.Context.F16[i] = float16.Fromfloat32(x).Bits()
-		cond[i] = float16.Frombits(v.Context.F16[i]).Float32()
-	}
-	out := zcCycle{image: image, text: text, cond: cond, keys: f16s(v.VideoKeys.F16), values: f16s(v.VideoValues.F16)}
-	mask := make([]bool, zcDims.ContextTokens)
+	mask := make([]bool, z.d.ContextTokens)
+	out.mask = make([]float32, len(mask))
 	for i := range mask {
 		mask[i] = i != 2
+		if mask[i] {
+			out.mask[i] = 1
+		}
 	}
 	if err := z.b.BindInputs(ctx, mask, 0); err != nil {
 		t.Fatal(err)
 	}
-	out.lat = fill(r, zcDims.ActionTokens*zcDims.ActionDim)
+	out.lat = fill(r, z.d.ActionTokens*z.d.ActionDim)
 	for s := range steps {
 		pred := make([]float32, len(out.lat))
 		if err := z.b.Step(ctx, out.lat, float32(s+1)/float32(steps), pred); err != nil {
@@ -157,7 +169,7 @@ func f16s(x []uint16) []float32 {
 func TestKVInPlaceEndToEnd(t *testing.T) {
 	const chunks, steps = 2, 2
 	run := func(t *testing.T, fk *qnnfake.Lib, worldDT uint32, bind bool) (*zcSet, [][]float32) {
-		z := openZC(t, fk, worldDT, qnnfake.DataTypeFloat16, bind)
+		z := openZC(t, fk, zcWorld, zcDims, worldDT, qnnfake.DataTypeFloat16, bind)
 		r := rand.New(rand.NewPCG(7, 8))
 		var all [][]float32
 		for c := range chunks {
@@ -264,6 +276,38 @@ func TestKVInPlaceEndToEnd(t *testing.T) {
 		}
 	})
 
+	// F32 layers of 96 bytes: ranges of 2, 3 and 1 layers start at bytes
+	// 0, 192 and 480, so the last range is not on a 64-byte boundary and
+	// keeps the copy while the others are bound.
+	t.Run("f32 partly bound", func(t *testing.T) {
+		fk := qnnfake.New(t, qnnfake.Variant{})
+		w := zcWorld
+		w.VideoTokens, w.Width, w.Layers = 3, 8, []int{2, 3, 1}
+		d := expert.Dims{Layers: 6, Heads: 1, HeadDim: 8, VideoTokens: 3, ContextTokens: 5, TextDim: 6, ActionTokens: 3, ActionDim: 2}
+		z := openZC(t, fk, w, d, qnnfake.DataTypeFloat32, qnnfake.DataTypeFloat32, true)
+		if len(z.log) != 1 || !strings.Contains(z.log[0], "4 of 6 outputs written in place") || !strings.Contains(z.log[0], "64-byte boundary") {
+			t.Errorf("log %q, want one line: 4 of 6 bound, the others not on a 64-byte boundary", z.log)
+		}
+		r := rand.New(rand.NewPCG(5, 6))
+		for c := range chunks {
+			cy := z.cycle(t, r, steps)
+			wk, wv := qnnfake.WorldModelExpected(z.world, cy.image, cy.text)
+			if !slices.Equal(cy.keys, wk) || !slices.Equal(cy.values, wv) {
+				t.Fatalf("chunk %d: the expert's video_keys/values are not the chain's", c)
+			}
+			for s, p := range cy.preds {
+				if want := zcStepExpected(z.step, cy, s, steps); !slices.Equal(p, want) {
+					t.Fatalf("chunk %d step %d: prediction %v, want %v", c, s, p, want)
+				}
+			}
+		}
+		// Only the last range's keys and values (one layer each) were
+		// read back on the host.
+		if n, want := rangeBytesRead(z), uint64(chunks*2*3*8*4); n != want {
+			t.Errorf("%d bytes read back on the host, want %d (the unbound range's)", n, want)
+		}
+	})
+
 	t.Run("f32 world, f16 expert: copy", func(t *testing.T) {
 		fk := qnnfake.New(t, qnnfake.Variant{})
 		mem0 := len(fk.MemRecords())
@@ -282,14 +326,8 @@ func TestKVInPlaceEndToEnd(t *testing.T) {
 // zcStepExpected is the double's action_step on what cycle gave the
 // expert, for step s.
 func zcStepExpected(g qnnfake.Graph, cy zcCycle, s, steps int) []float32 {
-	mask := make([]float32, zcDims.ContextTokens)
-	for i := range mask {
-		if i != 2 {
-			mask[i] = 1
-		}
-	}
 	by := map[string][]float32{htp.NameLatents: cy.lat, htp.NameTimestep: {float32(s+1) / float32(steps)},
-		htp.NameVideoKeys: cy.keys, htp.NameVideoValues: cy.values, htp.NameContext: cy.cond, htp.NameContextMask: mask}
+		htp.NameVideoKeys: cy.keys, htp.NameVideoValues: cy.values, htp.NameContext: cy.cond, htp.NameContextMask: cy.mask}
 	in := make([][]float32, len(g.Inputs))
 	for m, t := range g.Inputs {
 		in[m] = by[t.Name]
