@@ -40,7 +40,7 @@ type zcSet struct {
 // openZC writes the binaries (world graphs of data type worldDT, the
 // expert's of expertDT) and opens the set with shared buffers; bind asks
 // for the K/V to be written in place (BindKV).
-func openZC(t *testing.T, fk *qnnfake.Lib, w qnnfake.WorldDims, d expert.Dims, worldDT, expertDT uint32, bind bool) *zcSet {
+func openZC(t testing.TB, fk *qnnfake.Lib, w qnnfake.WorldDims, d expert.Dims, worldDT, expertDT uint32, bind bool) *zcSet {
 	t.Helper()
 	z := &zcSet{world: qnnfake.WorldModelGraphs(worldDT, w), step: qnnfake.ActionStepGraph(expertDT, d), d: d}
 	dir := t.TempDir()
@@ -75,7 +75,7 @@ func openZC(t *testing.T, fk *qnnfake.Lib, w qnnfake.WorldDims, d expert.Dims, w
 	return z
 }
 
-func (z *zcSet) close(t *testing.T) {
+func (z *zcSet) close(t testing.TB) {
 	if z.c != nil {
 		if err := z.c.Close(); err != nil {
 			t.Error(err)
