@@ -79,6 +79,19 @@ func TestBindOutput(t *testing.T) {
 	if n := len(fk.MemRecords()); n != regs {
 		t.Fatalf("refused bindings registered %d descriptors", n-regs)
 	}
+	// A registration the library refuses leaves the output in its own
+	// buffer, usable.
+	fk.FailCall("memRegister", 8003, 1)
+	refused("memRegister failing", s.BindOutput(prod, "k", cons, "keys", 2), "8003")
+	if err := prod.SetInput(0, make([]float32, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunChain(context.Background(), prod); err != nil {
+		t.Fatalf("the producer after a failed BindOutput: %v", err)
+	}
+	if ex := fk.ExecuteRecords(); ex[len(ex)-1].Outputs[0] == 0 || len(fk.MemRecords()) != regs {
+		t.Errorf("after a failed BindOutput: output at %#x, %d registrations (want %d)", ex[len(ex)-1].Outputs[0], len(fk.MemRecords()), regs)
+	}
 	for _, b := range [][2]string{{"k", "keys"}, {"v", "values"}} {
 		if err := s.BindOutput(prod, b[0], cons, b[1], 2); err != nil {
 			t.Fatalf("BindOutput %s -> %s: %v", b[0], b[1], err)
