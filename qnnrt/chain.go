@@ -48,6 +48,9 @@ func (s *Session) Link(src *Graph, out string, dst *Graph, in string) error {
 		return fmt.Errorf("qnnrt: Link: graph %q has no input %q", dst.info.Name, in)
 	}
 	o, t := src.out[oi], dst.in[ii]
+	if o.shared != nil && !o.shared.owner {
+		return fmt.Errorf("qnnrt: Link: output %q of graph %q writes into another graph's input (BindOutput); it cannot also feed a link", out, src.info.Name)
+	}
 	if o.info.DataType != t.info.DataType || !slices.Equal(o.info.Dims, t.info.Dims) || o.info.Quant != t.info.Quant {
 		return fmt.Errorf("qnnrt: Link: output %q of graph %q is %s (%s) but input %q of graph %q is %s (%s); they must match",
 			out, src.info.Name, o.info.Shape(), describeTensor(o.info), in, dst.info.Name, t.info.Shape(), describeTensor(t.info))

@@ -24,8 +24,11 @@
 // a session execute one at a time and can be chained: Session.Link points
 // one graph's input at another's output buffer (no host copy),
 // Session.LinkShared does it through one rpcmem buffer registered with
-// both contexts, and Session.RunChain runs graphs in order, honouring
-// cancellation between them.
+// both contexts, Session.BindOutput registers an output as a region (memType
+// CUSTOM, QnnMemHtp_Descriptor_t SHARED_BUFFER) of another graph's shared
+// input so the producer writes its slice of it in place, and
+// Session.RunChain runs graphs in order, honouring cancellation between
+// them.
 //
 // Logging: sessions create their QNN logger with a real QnnLog_Callback_t
 // (one per process, made with purego.NewCallback) that formats each line

@@ -149,6 +149,19 @@ type memDescriptor struct {
 	Info     [2]uint64
 }
 
+// htpMemDescriptor mirrors QnnMemHtp_Descriptor_t (32 bytes) with its
+// sharedBufferConfig (QnnHtpMem_SharedBufferConfig_t, 16 bytes at 16): a
+// tensor at Offset inside the rpcmem allocation FD of Size bytes, what
+// memDescriptor.Info's customInfo points to for memType CUSTOM.
+type htpMemDescriptor struct {
+	Type   uint32
+	_      uint32
+	Size   uint64
+	FD     int32
+	_      uint32
+	Offset uint64
+}
+
 // systemGraphInfoV1 mirrors QnnSystemContext_GraphInfoV1_t (40 bytes), the
 // prefix every graph-info version shares.
 type systemGraphInfoV1 struct {
@@ -468,6 +481,11 @@ const (
 	encodingBwScaleOffset = 2
 
 	qnnMemTypeION = 1
+	// qnnMemTypeCustom is QNN_MEM_TYPE_CUSTOM: customInfo points to an
+	// htpMemDescriptor.
+	qnnMemTypeCustom = 2
+	// htpMemSharedBuffer is QNN_HTP_MEM_SHARED_BUFFER.
+	htpMemSharedBuffer = 1
 
 	binaryInfoVersion1 = 1
 	binaryInfoVersion2 = 2

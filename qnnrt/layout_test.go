@@ -101,6 +101,7 @@ func TestLayoutMatchesTable(t *testing.T) {
 		tt   qnnTensor
 		ms   memShape
 		md   memDescriptor
+		hd   htpMemDescriptor
 		ih   interfaceHeader
 		sh   systemInterfaceHeader
 		g1   systemGraphInfoV1
@@ -163,6 +164,11 @@ func TestLayoutMatchesTable(t *testing.T) {
 			f("memShape", unsafe.Offsetof(md.MemShape), unsafe.Sizeof(ms)), f("dataType", unsafe.Offsetof(md.DataType), u32),
 			f("memType", unsafe.Offsetof(md.MemType), u32), f("ionInfo", unsafe.Offsetof(md.Info), u32),
 			f("customInfo", unsafe.Offsetof(md.Info), ptr), f("dmaBufInfo", unsafe.Offsetof(md.Info), unsafe.Sizeof(md.Info))}},
+		{"QnnMemHtp_Descriptor_t", unsafe.Sizeof(hd), []field{
+			f("type", unsafe.Offsetof(hd.Type), u32), f("size", unsafe.Offsetof(hd.Size), 8),
+			f("sharedBufferConfig", unsafe.Offsetof(hd.FD), unsafe.Sizeof(hd)-unsafe.Offsetof(hd.FD))}},
+		{"QnnHtpMem_SharedBufferConfig_t", unsafe.Sizeof(hd) - unsafe.Offsetof(hd.FD), []field{
+			f("fd", 0, u32), f("offset", unsafe.Offsetof(hd.Offset)-unsafe.Offsetof(hd.FD), 8)}},
 		{"QnnInterface_t", 0, []field{
 			f("backendId", unsafe.Offsetof(ih.BackendID), u32), f("providerName", unsafe.Offsetof(ih.ProviderName), ptr),
 			f("apiVersion", unsafe.Offsetof(ih.APIVersion), unsafe.Sizeof(api)),
@@ -423,6 +429,8 @@ func TestConstantsMatchTable(t *testing.T) {
 		"QNN_LOG_LEVEL_WARN": logLevelWarn, "QNN_PROFILE_LEVEL_BASIC": profileLevelBasic,
 		"QNN_PROFILE_EVENTTYPE_EXECUTE": profileEventExecute, "QNN_PROFILE_EVENTUNIT_MICROSEC": profileUnitMicrosec,
 		"QNN_MEM_TYPE_ION":                         qnnMemTypeION,
+		"QNN_MEM_TYPE_CUSTOM":                      qnnMemTypeCustom,
+		"QNN_HTP_MEM_SHARED_BUFFER":                htpMemSharedBuffer,
 		"QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_1": binaryInfoVersion1, "QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_2": binaryInfoVersion2,
 		"QNN_SYSTEM_CONTEXT_BINARY_INFO_VERSION_3": binaryInfoVersion3, "QNN_SYSTEM_CONTEXT_GRAPH_INFO_VERSION_3": graphInfoVersion3,
 		"QNN_HTP_DEVICE_INFRASTRUCTURE_TYPE_PERF":                            infraTypePerf,

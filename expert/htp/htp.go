@@ -268,6 +268,19 @@ func (b *Backend) Session() *qnnrt.Session {
 	return b.sess
 }
 
+// KVGraph returns the graph whose inputs video_keys and video_values hold
+// the chunk's K/V (the step graph), for a producer in the same session
+// that writes them in place (prefill.Chain.BindKV); nil once closed. It
+// is replaced by Reload.
+func (b *Backend) KVGraph() *qnnrt.Graph {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sess == nil {
+		return nil
+	}
+	return b.graph
+}
+
 // Split reports whether the backend runs the split bundle (action_context
 // once per chunk, action_step_ctx per step).
 func (b *Backend) Split() bool { return b.split }

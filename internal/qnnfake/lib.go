@@ -46,6 +46,9 @@ type control struct {
 	lastError            func(buf unsafe.Pointer, capacity int32) int32
 	rawBytesRead         func() uint64
 	memHandleBytesRead   func() uint64
+	memHandleBytesWrite  func() uint64
+	memRecords           func() int32
+	memRecord            func(i int32, out unsafe.Pointer) int32
 	powerVoteCount       func() int32
 	powerVote            func(i int32, out unsafe.Pointer) int32
 	functionName         func(i int32) string
@@ -128,6 +131,9 @@ func open(path string) (l *Lib, err error) {
 		{&c.lastError, "fake_last_error"},
 		{&c.rawBytesRead, "fake_raw_bytes_read"},
 		{&c.memHandleBytesRead, "fake_memhandle_bytes_read"},
+		{&c.memHandleBytesWrite, "fake_memhandle_bytes_written"},
+		{&c.memRecords, "fake_mem_records"},
+		{&c.memRecord, "fake_mem_record"},
 		{&c.powerVoteCount, "fake_power_vote_count"},
 		{&c.powerVote, "fake_power_vote"},
 		{&c.functionName, "fake_function_name"},
@@ -262,6 +268,46 @@ func (l *Lib) RawBytesRead() uint64 { return l.c.rawBytesRead() }
 // MemHandleBytesRead is the number of bytes executes have taken from
 // registered shared memory (MEMHANDLE input tensors).
 func (l *Lib) MemHandleBytesRead() uint64 { return l.c.memHandleBytesRead() }
+
+// MemHandleBytesWritten is the number of bytes executes have written into
+// registered shared memory (MEMHANDLE output tensors).
+func (l *Lib) MemHandleBytesWritten() uint64 { return l.c.memHandleBytesWrite() }
+
+// MemRecord is one memRegister descriptor the library accepted, as it read
+// it: for memType CUSTOM (2) the fd and offset come from the
+// QnnMemHtp_Descriptor_t's sharedBufferConfig, for ION (1) the offset is 0.
+type MemRecord struct {
+	// Seq is the registering context's ContextRecord.Seq.
+	Seq int
+	// FD is the rpcmem buffer's file descriptor.
+	FD int32
+	// Offset and Size place the registered region in the buffer (Size is
+	// the descriptor's shape times its element size).
+	Offset, Size uint64
+	// MemType is the descriptor's memType, DataType its dataType.
+	MemType, DataType uint32
+	// Live is false once the handle was deregistered.
+	Live bool
+	// Addr is the region's address in this process (the rpcmem buffer's
+	// base plus Offset), 0 once the buffer was freed.
+	Addr uintptr
+}
+
+// MemRecords returns every registration so far, in order, deregistered
+// ones included.
+func (l *Lib) MemRecords() []MemRecord {
+	n := l.c.memRecords()
+	out := make([]MemRecord, 0, n)
+	for i := range n {
+		var v [8]uint64
+		if l.c.memRecord(i, unsafe.Pointer(&v[0])) == 0 {
+			break
+		}
+		out = append(out, MemRecord{Seq: int(v[0]), FD: int32(uint32(v[1])), Offset: v[2], Size: v[3],
+			MemType: uint32(v[4]), DataType: uint32(v[5]), Live: v[6] != 0, Addr: uintptr(v[7])})
+	}
+	return out
+}
 
 // PowerVote is one HTP power configuration received by setPowerConfig.
 // DCVS_V3 (Option 1) votes fill the DCVS fields; RPC_CONTROL_LATENCY (2)

@@ -4,11 +4,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/x448/float16"
 
+	"github.com/fastwam/actionexpert/expert"
 	"github.com/fastwam/actionexpert/internal/qnnfake"
 )
 
@@ -119,6 +121,56 @@ func BenchmarkKVHandOff(b *testing.B) {
 		b.SetBytes(int64(4 * n))
 		for b.Loop() {
 			copy(d16, s16)
+		}
+	})
+}
+
+// BenchmarkKVHandOffBound measures one cycle's hand-off of the world
+// model's K/V to the action expert in one session, at the real sizes (30
+// layers in two ranges of 15, 98 video tokens × 3072, F16: 18 MB of keys
+// and as much of values): the expert's input views, then Chain.RunKV into
+// them, with the double's executes emptied (SetEmptyExecute: the graphs
+// write nothing, so what is left is the chain's own work). "copy" is
+// today's path (ReadOutputBytes from each range's output into the views),
+// "bound" the K/V written in place (BindKV: nothing to copy); "memcpy" is
+// a copy of the same 36 MB, the baseline, in the same run.
+//
+//	go test -run - -bench KVHandOffBound -benchtime 20x ./expert/htp/prefill
+func BenchmarkKVHandOffBound(b *testing.B) {
+	w := qnnfake.WorldDims{ImageHeight: 4, ImageWidth: 6, LatentChannels: 2, LatentHeight: 2, LatentWidth: 3,
+		ContextRows: 5, TextDim: 7, VideoTokens: 98, Width: 3072, Layers: []int{15, 15}}
+	d := expert.Dims{Layers: 30, Heads: 24, HeadDim: 128, VideoTokens: 98, ContextTokens: 5, TextDim: 6, ActionTokens: 3, ActionDim: 2}
+	kvBytes := int64(2 * 2 * d.KVLen())
+	for _, bind := range []bool{false, true} {
+		name := map[bool]string{false: "copy", true: "bound"}[bind]
+		fk := qnnfake.New(b, qnnfake.Variant{})
+		z := openZC(b, fk, w, d, qnnfake.DataTypeFloat16, qnnfake.DataTypeFloat16, bind)
+		if bind && (len(z.log) != 1 || !strings.Contains(z.log[0], "written in place")) {
+			b.Fatalf("not bound: %q", z.log)
+		}
+		fk.SetEmptyExecute(true)
+		r := rand.New(rand.NewPCG(1, 1))
+		image, text := fill(r, z.c.ImageLen()), fill(r, z.c.ContextLen())
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(kvBytes)
+			for b.Loop() {
+				v, err := z.b.Inputs()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := z.c.RunKV(b.Context(), image, text, v.VideoKeys, v.VideoValues); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		z.close(b)
+	}
+	src, dst := make([]byte, kvBytes), make([]byte, kvBytes)
+	copy(dst, src) // fault the pages in, as the views' are
+	b.Run("memcpy", func(b *testing.B) {
+		b.SetBytes(kvBytes)
+		for b.Loop() {
+			copy(dst, src)
 		}
 	})
 }

@@ -102,7 +102,18 @@ type Chain struct {
 	owned   bool      // lib and sess are the chain's own (New), not a host's (Attach)
 	shared  bool      // links through rpcmem buffers (Options.SharedBuffers)
 	f16     bool      // every range gives its K/V in F16: RunKV copies them as they are
+	f32     bool      // every range gives its K/V in F32: Run's float32 buffers may be the bound memory
 	scratch []float32 // the F32 staging of F16 K/V views (RunKV)
+	bind    kvBinding // the K/V outputs written in place into another graph's inputs (BindKV)
+}
+
+// kvBinding records BindKV: the consumer's graph and inputs, which
+// outputs are bound, and where the consumer's inputs live.
+type kvBinding struct {
+	graph, keys, values string
+	logf                func(format string, args ...any)
+	keysOK, valsOK      []bool  // per range: its output is written in place
+	keysAt, valsAt      uintptr // the consumer's input buffers
 }
 
 var _ Runner = (*Chain)(nil)
@@ -222,11 +233,140 @@ func (c *Chain) Reattach(sess *qnnrt.Session) error {
 		return err
 	}
 	c.sess, c.enc, c.ranges, c.layers, c.keysIdx, c.valsIdx = sess, nil, nil, nil, nil, nil
+	bind := c.bind
+	c.bind = kvBinding{}
 	if err := c.attach(names, c.shared); err != nil {
 		c.sess = nil
 		return err
 	}
+	if bind.graph != "" {
+		dst, err := sess.Graph(bind.graph)
+		if err != nil {
+			return fmt.Errorf("prefill: Reattach: the K/V consumer: %w", err)
+		}
+		if _, err := c.bindKV(dst, bind.keys, bind.values, bind.logf); err != nil {
+			return fmt.Errorf("prefill: Reattach: %w", err)
+		}
+	}
 	return nil
+}
+
+// BindKV makes every range write its video_keys and video_values straight
+// into its layers of inputs keys and values of graph dst, a graph of the
+// chain's session (the action expert's step graph when the world model
+// shares its process, htp.Backend.KVGraph): each output is registered as
+// a region of the input's rpcmem allocation (qnnrt.Session.BindOutput),
+// so no host copy of the K/V is left. It needs dst's inputs in shared
+// buffers of their own (the expert's htp.shared_buffers) of the ranges'
+// data type, laid out [layers,1,Sv,A] with every range's first layer on a
+// 64-byte boundary.
+//
+// An output that cannot be bound keeps today's copy in RunKV and Run; the
+// outcome is reported through logf (nil: not reported) in one line, naming
+// what did not match. It returns whether every output is bound. An error
+// is for a dst outside the session or without those inputs.
+//
+// Once bound, every run of the chain writes into dst's inputs, whatever
+// buffers it is given: run it only to fill them (between the expert's
+// Inputs and BindInputs). RunKV into views of exactly those inputs copies
+// nothing; into other buffers it copies from them. The binding follows
+// the chain through Reattach and lasts until the session closes.
+func (c *Chain) BindKV(dst *qnnrt.Graph, keys, values string, logf func(format string, args ...any)) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess == nil {
+		return false, errors.New("prefill: BindKV: chain is closed")
+	}
+	return c.bindKV(dst, keys, values, logf)
+}
+
+// bindKV is BindKV with c.mu held.
+func (c *Chain) bindKV(dst *qnnrt.Graph, keys, values string, logf func(format string, args ...any)) (bool, error) {
+	if dst == nil {
+		return false, errors.New("prefill: BindKV: no graph to write into")
+	}
+	ki, vi := dst.InputIndex(keys), dst.InputIndex(values)
+	if ki < 0 || vi < 0 {
+		return false, fmt.Errorf("prefill: BindKV: graph %q has no inputs %q and %q", dst.Name(), keys, values)
+	}
+	if c.bind.graph != "" {
+		return false, fmt.Errorf("prefill: BindKV: the chain's K/V are already bound to graph %q", c.bind.graph)
+	}
+	b := kvBinding{graph: dst.Name(), keys: keys, values: values, logf: logf,
+		keysOK: make([]bool, len(c.ranges)), valsOK: make([]bool, len(c.ranges))}
+	var reasons []string
+	at := 0
+	for i, g := range c.ranges {
+		for _, o := range []struct {
+			out, in string
+			ok      *bool
+		}{{NameVideoKeys, keys, &b.keysOK[i]}, {NameVideoValues, values, &b.valsOK[i]}} {
+			if err := c.sess.BindOutput(g, o.out, dst, o.in, at); err != nil {
+				reasons = append(reasons, err.Error())
+			} else {
+				*o.ok = true
+			}
+		}
+		at += c.layers[i]
+	}
+	n := 0
+	for i := range c.ranges {
+		n += btoi(b.keysOK[i]) + btoi(b.valsOK[i])
+	}
+	if n > 0 {
+		ka, err := dst.InputAddress(ki)
+		if err != nil {
+			return false, fmt.Errorf("prefill: BindKV: %w", err)
+		}
+		va, err := dst.InputAddress(vi)
+		if err != nil {
+			return false, fmt.Errorf("prefill: BindKV: %w", err)
+		}
+		b.keysAt, b.valsAt = ka, va
+	}
+	c.bind = b
+	all := n == 2*len(c.ranges)
+	if logf != nil {
+		switch {
+		case all:
+			logf("prefill: world-model K/V written in place into %q %s and %s (%d ranges, no host copy)", dst.Name(), keys, values, len(c.ranges))
+		case n == 0:
+			logf("prefill: world-model K/V copied on the host into %q %s and %s: %s", dst.Name(), keys, values, reasons[0])
+		default:
+			logf("prefill: world-model K/V: %d of %d outputs written in place into %q, the others copied on the host: %s",
+				n, 2*len(c.ranges), dst.Name(), strings.Join(reasons, "; "))
+		}
+	}
+	return all, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// inPlace reports whether output k (0 keys, 1 values) of range i is
+// already at its place in dst, a buffer at address at: bound (BindKV) and
+// dst is the consumer's input. c.mu is held.
+func (c *Chain) inPlace(i, k int, at uintptr) bool {
+	b := &c.bind
+	if b.graph == "" || at == 0 {
+		return false
+	}
+	if k == 0 {
+		return b.keysOK[i] && at == b.keysAt
+	}
+	return b.valsOK[i] && at == b.valsAt
+}
+
+// addr is the address of x's first element (0 when empty).
+func addr[T any](x []T) uintptr {
+	if len(x) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(x)))
 }
 
 // attach finds the named graphs in c.sess, checks the contracts and links
@@ -332,6 +472,8 @@ func (c *Chain) check() error {
 		kt, vt := outs[g.OutputIndex(NameVideoKeys)].DataType, outs[g.OutputIndex(NameVideoValues)].DataType
 		f16 := kt == qnnrt.Float16 && vt == qnnrt.Float16
 		c.f16 = f16 && (i == 0 || c.f16)
+		f32 := kt == qnnrt.Float32 && vt == qnnrt.Float32
+		c.f32 = f32 && (i == 0 || c.f32)
 		c.layers = append(c.layers, int(k[0]))
 		c.keysIdx = append(c.keysIdx, g.OutputIndex(NameVideoKeys))
 		c.valsIdx = append(c.valsIdx, g.OutputIndex(NameVideoValues))
@@ -407,14 +549,19 @@ func (c *Chain) runF16(ctx context.Context, image, text []float32, keys, values 
 		return err
 	}
 	asBytes := func(x []uint16) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 2*len(x)) }
+	ka, va := addr(keys), addr(values)
 	off := 0
 	for i, g := range c.ranges {
 		n := c.layers[i] * c.kvLen
-		if _, err := g.ReadOutputBytes(c.keysIdx[i], asBytes(keys[off:off+n])); err != nil {
-			return fmt.Errorf("prefill: %w", err)
+		if !c.inPlace(i, 0, ka) {
+			if _, err := g.ReadOutputBytes(c.keysIdx[i], asBytes(keys[off:off+n])); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
 		}
-		if _, err := g.ReadOutputBytes(c.valsIdx[i], asBytes(values[off:off+n])); err != nil {
-			return fmt.Errorf("prefill: %w", err)
+		if !c.inPlace(i, 1, va) {
+			if _, err := g.ReadOutputBytes(c.valsIdx[i], asBytes(values[off:off+n])); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
 		}
 		off += n
 	}
@@ -449,14 +596,21 @@ func (c *Chain) run(ctx context.Context, image, text, keys, values []float32) er
 	if err := c.execute(ctx, image, text); err != nil {
 		return err
 	}
+	// F32 buffers that are the consumer's own inputs (BindKV on F32
+	// graphs) already hold the bound outputs.
+	ka, va := addr(keys), addr(values)
 	off := 0
 	for i, g := range c.ranges {
 		n := c.layers[i] * c.kvLen
-		if err := g.ReadOutput(c.keysIdx[i], keys[off:off+n]); err != nil {
-			return fmt.Errorf("prefill: %w", err)
+		if !c.f32 || !c.inPlace(i, 0, ka) {
+			if err := g.ReadOutput(c.keysIdx[i], keys[off:off+n]); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
 		}
-		if err := g.ReadOutput(c.valsIdx[i], values[off:off+n]); err != nil {
-			return fmt.Errorf("prefill: %w", err)
+		if !c.f32 || !c.inPlace(i, 1, va) {
+			if err := g.ReadOutput(c.valsIdx[i], values[off:off+n]); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
 		}
 		off += n
 	}

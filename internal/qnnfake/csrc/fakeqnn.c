@@ -1315,6 +1315,7 @@ typedef struct {
             uint64_t size;    /* of the registered region */
             int32_t fd;
             uint32_t memType;
+            uint32_t dataType; /* the descriptor's */
         } mem;
         struct {
             void *base;
@@ -1398,6 +1399,7 @@ static struct {
     uint64_t doubleFrees;
     uint64_t rawBytesRead;
     uint64_t memHandleBytesRead;
+    uint64_t memHandleBytesWritten;
     char lastError[FQ_LAST_ERROR_MAX];
 
     fq_power_vote *votes;
@@ -2810,6 +2812,11 @@ static Qnn_ErrorHandle_t fq_graphExecute(Qnn_GraphHandle_t graphHandle, const Qn
                 S.rawBytesRead += in[m].bytes;
             }
         }
+        for (uint32_t j = 0; j < gr->nOutputs; j++) {
+            if (out[j].memHandle) {
+                S.memHandleBytesWritten += out[j].bytes;
+            }
+        }
         if (!S.emptyExecute) {
             fq_compute(in, gr->nInputs, out, gr->nOutputs);
         }
@@ -3202,6 +3209,7 @@ typedef struct {
     uint64_t offset, size;
     int32_t fd;
     uint32_t memType;
+    uint32_t dataType;
 } fq_region;
 
 /* fq_check_descriptor validates one Qnn_MemDescriptor_t of memRegister. */
@@ -3223,6 +3231,7 @@ static Qnn_ErrorHandle_t fq_check_descriptor(uint32_t k, const Qnn_MemDescriptor
         bytes *= dim;
     }
     r->memType = d->memType;
+    r->dataType = d->dataType;
     r->size = bytes;
     switch (d->memType) {
     case QNN_MEM_TYPE_ION:
@@ -3324,6 +3333,7 @@ static Qnn_ErrorHandle_t fq_memRegister(Qnn_ContextHandle_t context, const Qnn_M
         S.objs[i].mem.size = rs[k].size;
         S.objs[i].mem.fd = rs[k].fd;
         S.objs[i].mem.memType = rs[k].memType;
+        S.objs[i].mem.dataType = rs[k].dataType;
         S.objs[c].context.liveMem++;
         memHandles[k] = fq_handle(K_MEM, i);
     }
@@ -3865,6 +3875,52 @@ FQ_EXPORT int32_t fake_last_error(char *buf, int32_t capacity) {
 FQ_EXPORT uint64_t fake_raw_bytes_read(void) {
     FQ_LOCK();
     return S.rawBytesRead;
+}
+
+/* fake_memhandle_bytes_written: the bytes executes wrote into registered
+ * memory (MEMHANDLE output tensors, counted in empty-execute mode too). */
+FQ_EXPORT uint64_t fake_memhandle_bytes_written(void) {
+    FQ_LOCK();
+    return S.memHandleBytesWritten;
+}
+
+/* fake_mem_records returns how many memory registrations were made (live
+ * or deregistered). */
+FQ_EXPORT int32_t fake_mem_records(void) {
+    FQ_LOCK();
+    int32_t n = 0;
+    for (uint32_t i = 0; i < S.nObjs; i++) {
+        n += S.objs[i].kind == K_MEM;
+    }
+    return n;
+}
+
+/* fake_mem_record copies registration i (0-based, registration order) into
+ * out: {context seq, fd, offset, size, memType, dataType, live, address of
+ * the region (0 once its rpcmem buffer is freed)}; 0 when i is out of
+ * range, else 1. */
+FQ_EXPORT int32_t fake_mem_record(int32_t i, uint64_t *out) {
+    FQ_LOCK();
+    if (i < 0 || out == NULL) {
+        return 0;
+    }
+    for (uint32_t k = 0; k < S.nObjs; k++) {
+        if (S.objs[k].kind != K_MEM || i-- > 0) {
+            continue;
+        }
+        const fq_obj *o = &S.objs[k];
+        const fq_obj *b = &S.objs[o->mem.rpcmem];
+        out[0] = S.objs[o->mem.context].context.seq;
+        out[1] = (uint64_t)(uint32_t)o->mem.fd;
+        out[2] = o->mem.offset;
+        out[3] = o->mem.size;
+        out[4] = o->mem.memType;
+        out[5] = o->mem.dataType;
+        out[6] = o->live;
+        out[7] = b->live ? (uint64_t)(uintptr_t)((uint8_t *)b->rpcmem.base + o->mem.offset) : 0;
+        return 1;
+    }
+    return 0;
 }
 
 FQ_EXPORT uint64_t fake_memhandle_bytes_read(void) {
