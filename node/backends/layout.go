@@ -236,6 +236,18 @@ func OpenHTPSet(ctx context.Context, h params.HTPParams, log node.Logger) (*HTPS
 		if s.world, err = prefill.Attach(b.Session(), h.SharedBuffers); err != nil {
 			return nil, errors.Join(fmt.Errorf("open HTP backend: the world model's chain: %w", err), b.Close())
 		}
+		// With shared buffers the prefill graphs write the K/V straight
+		// into the expert's video_keys / video_values (no host copy);
+		// what does not match keeps the copy, said in one log line.
+		if h.SharedBuffers {
+			logf := func(string, ...any) {}
+			if log != nil {
+				logf = log.Infof
+			}
+			if _, err := s.world.BindKV(b.KVGraph(), htp.NameVideoKeys, htp.NameVideoValues, logf); err != nil {
+				return nil, errors.Join(fmt.Errorf("open HTP backend: binding the world model's K/V into the expert's inputs: %w", err), s.world.Close(), b.Close())
+			}
+		}
 	}
 	return s, nil
 }

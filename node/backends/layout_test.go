@@ -60,7 +60,8 @@ var allGraphs = []string{"action_context", "action_step_ctx", "vae_encoder", "pr
 
 // TestHTPSetSameProcess opens the split action bundle and the world model
 // in one process and runs the whole chunk on the double: the world model's
-// chain writes K/V, the expert binds them, runs action_context once and
+// chain writes K/V (with shared buffers straight into the expert's inputs),
+// the expert binds them, runs action_context once and
 // action_step_ctx per step, and every prediction is the double's
 // arithmetic on the K/V the chain wrote. The record shows the five
 // contexts in one spill-fill group and each prefill graph reading its
@@ -85,6 +86,22 @@ func TestHTPSetSameProcess(t *testing.T) {
 			}
 			if !slices.ContainsFunc(log.lines, func(l string) bool { return strings.Contains(l, "world model in this process") }) {
 				t.Errorf("no layout line in the log: %q", log.lines)
+			}
+			// With shared buffers the prefill graphs' K/V outputs are
+			// registered inside the expert's inputs (CUSTOM regions): no
+			// host copy; without, nothing is bound.
+			inPlace := slices.ContainsFunc(log.lines, func(l string) bool { return strings.Contains(l, "K/V written in place") })
+			custom := 0
+			for _, m := range fk.MemRecords() {
+				if m.MemType == 2 { // QNN_MEM_TYPE_CUSTOM
+					custom++
+				}
+			}
+			if shared && (!inPlace || custom != 4) {
+				t.Errorf("shared buffers: %d CUSTOM registrations (want 4: K and V of 2 ranges), in-place line %v; log %q", custom, inPlace, log.lines)
+			}
+			if !shared && (inPlace || custom != 0) {
+				t.Errorf("RAW links: %d CUSTOM registrations, in-place line %v; want none", custom, inPlace)
 			}
 			recs := fk.ContextRecords()
 			if len(recs) != 5 {
