@@ -154,10 +154,7 @@ func TestCycleMeasured(t *testing.T) {
 
 // TestCycleRefused: bad flags exit 2 naming the flag and what is wanted.
 func TestCycleRefused(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	checkRefused(t, "cycle", []flagRefusal{
 		{[]string{"-bandwidth", "0"}, "-bandwidth 0: want a finite number from 0.001 to 10000 (GB/s)"},
 		{[]string{"-bandwidth", "NaN"}, "-bandwidth NaN"},
 		{[]string{"-fp16-tflops", "+Inf"}, "-fp16-tflops +Inf"},
@@ -176,10 +173,5 @@ func TestCycleRefused(t *testing.T) {
 		{[]string{"-horizon", "40"}, "-horizon 40: want at most 32 (action_tokens)"},
 		{[]string{"-blas", "mkl"}, `-blas "mkl": want auto, openblas or gonum`},
 		{[]string{"extra"}, `cycle takes no arguments, got ["extra"]`},
-	} {
-		code, out, stderr := runCmd(t, append([]string{"cycle"}, c.args...)...)
-		if code != 2 || !strings.Contains(stderr, c.want) || out != "" {
-			t.Errorf("cycle %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, stderr, c.want)
-		}
-	}
+	})
 }
