@@ -218,7 +218,7 @@ func (o *cycleOpts) deployments() ([]asyncsim.Deployment, error) {
 func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow, backend string, tokens int) error {
 	b, m := &o.Board, &o.Model
 	ep, ef := asyncsim.CountExpertParams(m.Expert), asyncsim.CountExpertFLOPs(m.Expert)
-	vp, ap := asyncsim.CountVideoParams(m.Video), asyncsim.CountVAEParams(m.VAE)
+	vp, ap := asyncsim.CountVideoParams(m.Video), asyncsim.VAEParams(m.VAE)
 	dt := o.Sim.ControlPeriod
 	if dt == 0 {
 		dt = params.Default().ControlPeriod
@@ -233,7 +233,7 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 		fmt.Fprintf(w, "measured %s (ms per run, replacing the model's estimate)\n", strings.Join(ms, ", "))
 	}
 	fmt.Fprintf(w, "handoff  two processes: %d copies of the video K/V at %.4g GB/s + %v\n", b.HandoffCopies, b.HandoffBandwidth/1e9, b.HandoffFixed)
-	fmt.Fprintf(w, "vae      %d parameters used at T = 1, %.1f GFLOP per frame\n", ap.Used, asyncsim.VAEFLOPs(m.VAE)/1e9)
+	fmt.Fprintf(w, "vae      %d parameters streamed (the rank-4 graph at T = 1: last temporal taps, constants included), %.1f GFLOP per frame\n", ap, asyncsim.VAEFLOPs(m.VAE)/1e9)
 	fmt.Fprintf(w, "prefill  %d parameters streamed (of %d; trimmed last layer, time MLP folded), %.1f GFLOP\n", vp.Prefill, vp.Total, asyncsim.VideoPrefillFLOPs(m.Video)/1e9)
 	fmt.Fprintf(w, "expert   %d parameters; action_context takes %d (%.1f %%) and %.2f of %.2f GFLOP (%.1f %%) out of every step\n",
 		ep.Total, ep.Context, 100*float64(ep.Context)/float64(ep.Total), ef.Context/1e9, (ef.Step+ef.Context)/1e9, 100*ef.Context/(ef.Step+ef.Context))
