@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fastwam/actionexpert/expert/cpu"
+	"github.com/fastwam/actionexpert/graphs"
 )
 
 // This file is the device cycle model (issue 28, item 4): the latency of
@@ -370,43 +371,16 @@ func VideoPrefillFLOPs(c VideoDiTConfig) float64 {
 	return patch + text + float64(c.NumLayers-1)*layer + 2*2*n*D*A
 }
 
-// VAEParams counts the encoder's parameters (world-model.md §6.1):
-// Total, the file's encoder side with conv1 (96 rows) and the time_convs,
-// and Used, what runs at T = 1 (no time_conv, conv1's rows 0..z-1).
-type VAEParams struct{ Total, Used int64 }
+// VAEParams counts the values vae_encoder streams on the device: those of
+// the rank-4 graph at T = 1 that `fastwam graphs plan` sizes
+// (graphs.VAETensors: the last temporal tap of every 3x3x3 kernel, no
+// time_conv, conv1's first ZDim rows, and the graph's constant tables),
+// 54,291,936 at d = 160 (docs/graphs.md). One function counts it for both.
+func VAEParams(c VAEConfig) int64 { return graphs.VAETensors(c.graph()).Params() }
 
-// vaeDims are the channel counts of the stages.
-func vaeDims(d int64) [5]int64 { return [5]int64{d, d, 2 * d, 4 * d, 4 * d} }
-
-// CountVAEParams counts the encoder's parameters from its configuration.
-func CountVAEParams(c VAEConfig) VAEParams {
-	d, z := int64(c.BaseDim), int64(c.ZDim)
-	dims := vaeDims(d)
-	conv := func(in, out, k int64) int64 { return out*in*k + out } // k: taps
-	res := func(in, out int64) int64 {
-		n := in + conv(in, out, 27) + out + conv(out, out, 27)
-		if in != out {
-			n += conv(in, out, 1)
-		}
-		return n
-	}
-	var total, timeConv int64
-	total += conv(12, d, 27) // encoder.conv1 over the patchified input
-	for s := range 4 {
-		in, out := dims[s], dims[s+1]
-		total += res(in, out) + res(out, out)
-		if s != 3 {
-			total += conv(out, out, 9) // resample.1
-		}
-		if s == 1 || s == 2 {
-			timeConv += conv(out, out, 3)
-		}
-	}
-	c4 := dims[4]
-	total += 2*res(c4, c4) + c4 + conv(c4, 3*c4, 1) + conv(c4, c4, 1) // middle: two resblocks, attention
-	total += c4 + conv(c4, 2*z, 27)                                   // head
-	total += timeConv + conv(2*z, 2*z, 1)                             // time_convs, conv1
-	return VAEParams{Total: total, Used: total - timeConv - (2*z*2*z + 2*z) + (z*2*z + z)}
+// graph is c as package graphs spells it.
+func (c VAEConfig) graph() graphs.VAEConfig {
+	return graphs.VAEConfig{Dim: c.BaseDim, ZDim: c.ZDim, ImageH: c.Height, ImageW: c.Width}
 }
 
 // VAEFLOPs counts one encode's useful FLOPs at T = 1 (world-model.md
@@ -567,7 +541,7 @@ func (b Board) Estimate(m Model, d Deployment) (Cycle, error) {
 	ctxIn := int64(e.ContextTokens) * int64(e.TextDim) * ab
 	crossKV := int64(e.NumLayers) * 2 * int64(e.ContextTokens) * eA * ab
 
-	vae := Stage{Name: StageVAE, Precision: d.VAE, Params: CountVAEParams(m.VAE).Used, FLOPs: VAEFLOPs(m.VAE), Graphs: 1, Runs: 1,
+	vae := Stage{Name: StageVAE, Precision: d.VAE, Params: VAEParams(m.VAE), FLOPs: VAEFLOPs(m.VAE), Graphs: 1, Runs: 1,
 		Acts: int64(3*m.VAE.Height*m.VAE.Width)*ab + int64(m.VAE.ZDim*(m.VAE.Height/16)*(m.VAE.Width/16))*ab}
 	vp := CountVideoParams(v).Prefill
 	prefill := Stage{Name: StagePrefill, Precision: d.WorldModel, Params: vp, FLOPs: VideoPrefillFLOPs(v), Runs: 1,

@@ -75,9 +75,9 @@ type OutputParams struct {
 // outputDefs declares the output.*, topics.hold and hold_mode parameters.
 func outputDefs() []paramDef {
 	return []paramDef{
-		choiceDef("output.type", "message type of the output on topics.action: stamped_action (StampedAction per period), joint_trajectory (the remaining actions as a JointTrajectory when the chunk changes), float64_multi_array (one per period) or twist_stamped (the 6-D delta / dt per period)",
+		rosparam.ChoiceDef("output.type", "message type of the output on topics.action: stamped_action (StampedAction per period), joint_trajectory (the remaining actions as a JointTrajectory when the chunk changes), float64_multi_array (one per period) or twist_stamped (the 6-D delta / dt per period)",
 			[]OutputType{OutputStamped, OutputTrajectory, OutputArray, OutputTwist}, func(p *Params) *OutputType { return &p.Output.Type }),
-		{"output.joint_names", rosparam.String, "joint_trajectory's joint names, comma-separated, one per output dimension", func(p *Params, v rosparam.Value) error {
+		{Name: "output.joint_names", Type: rosparam.String, Doc: "joint_trajectory's joint names, comma-separated, one per output dimension", Set: func(p *Params, v rosparam.Value) error {
 			p.Output.JointNames = nil
 			if strings.TrimSpace(v.Str) == "" {
 				return nil
@@ -90,18 +90,18 @@ func outputDefs() []paramDef {
 				p.Output.JointNames = append(p.Output.JointNames, n)
 			}
 			return nil
-		}, func(p *Params) any { return strings.Join(p.Output.JointNames, ",") }},
-		stringDef("output.frame_id", "frame_id of the joint_trajectory's and twist_stamped's header (empty = the chunk's)", func(p *Params) *string { return &p.Output.FrameID }),
-		stringDef("output.gripper_topic", "std_msgs/Float64 topic of the gripper dimension, one per period (empty = none; the main output then carries the other dimensions)", func(p *Params) *string { return &p.Output.GripperTopic }),
-		{"output.gripper_dim", rosparam.Integer, "the gripper's dimension (-1 = the last)", func(p *Params, v rosparam.Value) error {
+		}, Get: func(p *Params) any { return strings.Join(p.Output.JointNames, ",") }},
+		rosparam.StringDef("output.frame_id", "frame_id of the joint_trajectory's and twist_stamped's header (empty = the chunk's)", func(p *Params) *string { return &p.Output.FrameID }),
+		rosparam.StringDef("output.gripper_topic", "std_msgs/Float64 topic of the gripper dimension, one per period (empty = none; the main output then carries the other dimensions)", func(p *Params) *string { return &p.Output.GripperTopic }),
+		{Name: "output.gripper_dim", Type: rosparam.Integer, Doc: "the gripper's dimension (-1 = the last)", Set: func(p *Params, v rosparam.Value) error {
 			if v.Int < -1 || v.Int >= maxActionDim {
 				return fmt.Errorf("must be -1 or in [0, %d), got %d", maxActionDim, v.Int)
 			}
 			p.Output.GripperDim = int(v.Int)
 			return nil
-		}, func(p *Params) any { return int64(p.Output.GripperDim) }},
-		stringDef("topics.hold", "std_msgs/Bool input: true holds the robot (hold_mode) until false (empty = no hold input)", func(p *Params) *string { return &p.Topics.Hold }),
-		choiceDef("hold_mode", "while held: hold (keep commanding the last action; a zero twist for twist_stamped) or stop (publish nothing)",
+		}, Get: func(p *Params) any { return int64(p.Output.GripperDim) }},
+		rosparam.StringDef("topics.hold", "std_msgs/Bool input: true holds the robot (hold_mode) until false (empty = no hold input)", func(p *Params) *string { return &p.Topics.Hold }),
+		rosparam.ChoiceDef("hold_mode", "while held: hold (keep commanding the last action; a zero twist for twist_stamped) or stop (publish nothing)",
 			[]HoldMode{HoldRepeat, HoldStop}, func(p *Params) *HoldMode { return &p.HoldMode }),
 	}
 }

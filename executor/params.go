@@ -2,9 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/fastwam/actionexpert/internal/rosparam"
@@ -116,162 +113,58 @@ const (
 	maxActionDim     = 1 << 16
 )
 
-// paramDef declares one parameter: its name, ROS type, description, and
-// how a value is stored in and read from Params.
-type paramDef struct {
-	name string
-	typ  rosparam.Type
-	doc  string
-	set  func(p *Params, v rosparam.Value) error
-	get  func(p *Params) any // string, int64, float64 or bool
-}
+// paramDef declares one of the executor's parameters.
+type paramDef = rosparam.Def[Params]
 
-func durationDef(name, doc string, lo, hi time.Duration, dst func(*Params) *time.Duration) paramDef {
-	return paramDef{name, rosparam.Double, doc, func(p *Params, v rosparam.Value) error {
-		if !(v.Double >= lo.Seconds() && v.Double <= hi.Seconds()) {
-			return fmt.Errorf("must be a number of seconds in [%g, %g], got %v", lo.Seconds(), hi.Seconds(), v.Double)
-		}
-		*dst(p) = time.Duration(math.Round(v.Double * float64(time.Second)))
-		return nil
-	}, func(p *Params) any { return dst(p).Seconds() }}
-}
-
-func stringDef(name, doc string, dst func(*Params) *string) paramDef {
-	return paramDef{name, rosparam.String, doc, func(p *Params, v rosparam.Value) error {
-		*dst(p) = v.Str
-		return nil
-	}, func(p *Params) any { return *dst(p) }}
-}
-
-func choiceDef[T ~string](name, doc string, choices []T, dst func(*Params) *T) paramDef {
-	return paramDef{name, rosparam.String, doc, func(p *Params, v rosparam.Value) error {
-		if !slices.Contains(choices, T(v.Str)) {
-			names := make([]string, len(choices))
-			for i, c := range choices {
-				names[i] = fmt.Sprintf("%q", string(c))
-			}
-			return fmt.Errorf("must be one of %s, got %q", strings.Join(names, ", "), v.Str)
-		}
-		*dst(p) = T(v.Str)
-		return nil
-	}, func(p *Params) any { return string(*dst(p)) }}
-}
-
+// qosDefs declares the qos.<topic>.* parameters of the profile qos(p).
 func qosDefs(prefix string, qos func(*Params) *params.QoS) []paramDef {
-	return []paramDef{
-		{prefix + "reliability", rosparam.String, "reliable or best_effort", func(p *Params, v rosparam.Value) error {
-			r, err := params.ParseReliability(v.Str)
-			if err == nil {
-				qos(p).Reliability = r
-			}
-			return err
-		}, func(p *Params) any { return string(qos(p).Reliability) }},
-		{prefix + "durability", rosparam.String, "volatile or transient_local", func(p *Params, v rosparam.Value) error {
-			d, err := params.ParseDurability(v.Str)
-			if err == nil {
-				qos(p).Durability = d
-			}
-			return err
-		}, func(p *Params) any { return string(qos(p).Durability) }},
-		{prefix + "history", rosparam.String, "keep_last or keep_all", func(p *Params, v rosparam.Value) error {
-			h, err := params.ParseHistory(v.Str)
-			if err == nil {
-				qos(p).History = h
-			}
-			return err
-		}, func(p *Params) any { return string(qos(p).History) }},
-		{prefix + "depth", rosparam.Integer, "queue depth of keep_last", func(p *Params, v rosparam.Value) error {
-			if v.Int < 1 || v.Int > 1000 {
-				return fmt.Errorf("must be in [1, 1000], got %d", v.Int)
-			}
-			qos(p).Depth = int(v.Int)
-			return nil
-		}, func(p *Params) any { return int64(qos(p).Depth) }},
-	}
+	return rosparam.QoSDefs(prefix, "queue depth of keep_last", func(p *Params) rosparam.QoSFields {
+		q := qos(p)
+		return rosparam.QoSFields{Reliability: (*string)(&q.Reliability), Durability: (*string)(&q.Durability), History: (*string)(&q.History), Depth: &q.Depth}
+	})
 }
 
 // paramDefs declares every parameter the executor accepts, in
 // documentation order.
 func paramDefs() []paramDef {
 	defs := []paramDef{
-		durationDef("control_period", "seconds between two executed actions; every chunk's dt must equal it",
+		rosparam.DurationDef("control_period", "seconds between two executed actions; every chunk's dt must equal it",
 			minPeriod, maxPeriod, func(p *Params) *time.Duration { return &p.ControlPeriod }),
-		choiceDef("aggregation", "rows of overlapping chunks at an instant: latest (the newest chunk's), average (their mean) or weighted_average (old*(1-w) + new*w in stamp order)",
+		rosparam.ChoiceDef("aggregation", "rows of overlapping chunks at an instant: latest (the newest chunk's), average (their mean) or weighted_average (old*(1-w) + new*w in stamp order)",
 			[]Aggregation{AggregateLatest, AggregateAverage, AggregateWeighted}, func(p *Params) *Aggregation { return &p.Aggregation }),
-		{"aggregation_weight", rosparam.Double, "w of weighted_average, in (0, 1]: the newer chunk's share", func(p *Params, v rosparam.Value) error {
-			if !(v.Double > 0 && v.Double <= 1) {
-				return fmt.Errorf("must be in (0, 1], got %v", v.Double)
-			}
-			p.AggregationWeight = v.Double
-			return nil
-		}, func(p *Params) any { return p.AggregationWeight }},
-		choiceDef("on_starvation", "when no chunk covers an instant: hold (republish the last action, held=true) or stop (publish nothing)",
+		rosparam.FractionDef("aggregation_weight", "w of weighted_average, in (0, 1]: the newer chunk's share", func(p *Params) *float64 { return &p.AggregationWeight }),
+		rosparam.ChoiceDef("on_starvation", "when no chunk covers an instant: hold (republish the last action, held=true) or stop (publish nothing)",
 			[]Starvation{StarveHold, StarveStop}, func(p *Params) *Starvation { return &p.OnStarvation }),
-		durationDef("diagnostics_period", "seconds between two diagnostics reports", minPeriod, maxPeriod,
+		rosparam.DurationDef("diagnostics_period", "seconds between two diagnostics reports", minPeriod, maxPeriod,
 			func(p *Params) *time.Duration { return &p.DiagnosticsPeriod }),
-		{"action_dim", rosparam.Integer, "values per action; 0 = take it from the first chunk", func(p *Params, v rosparam.Value) error {
-			if v.Int < 0 || v.Int > maxActionDim {
-				return fmt.Errorf("must be in [0, %d], got %d", maxActionDim, v.Int)
-			}
-			p.ActionDim = int(v.Int)
-			return nil
-		}, func(p *Params) any { return int64(p.ActionDim) }},
-		stringDef("topics.action_chunk", "input ActionChunk topic", func(p *Params) *string { return &p.Topics.Chunks }),
-		stringDef("topics.action", "output topic: StampedAction, or the message of output.type", func(p *Params) *string { return &p.Topics.Action }),
-		stringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
+		rosparam.IntDef("action_dim", "values per action; 0 = take it from the first chunk", 0, maxActionDim, func(p *Params) *int { return &p.ActionDim }),
+		rosparam.StringDef("topics.action_chunk", "input ActionChunk topic", func(p *Params) *string { return &p.Topics.Chunks }),
+		rosparam.StringDef("topics.action", "output topic: StampedAction, or the message of output.type", func(p *Params) *string { return &p.Topics.Action }),
+		rosparam.StringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
 	}
 	defs = append(defs, qosDefs("qos.action_chunk.", func(p *Params) *params.QoS { return &p.QoS.Chunks })...)
 	defs = append(defs, qosDefs("qos.action.", func(p *Params) *params.QoS { return &p.QoS.Action })...)
 	defs = append(defs, outputDefs()...)
 	defs = append(defs,
-		durationDef("shutdown_grace", fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once",
+		rosparam.DurationDef("shutdown_grace", fmt.Sprintf("seconds, in [%g, %g], the shutdown after the first SIGINT/SIGTERM may take before the node exits at once; a second signal exits at once",
 			minShutdownGrace.Seconds(), shutdown.MaxGrace.Seconds()), minShutdownGrace, shutdown.MaxGrace,
 			func(p *Params) *time.Duration { return &p.ShutdownGrace }),
-		paramDef{"use_sim_time", rosparam.Bool, "standard ROS parameter: true puts the executor's clock, its control instants and its diagnostics period on /clock", func(p *Params, v rosparam.Value) error {
-			p.UseSimTime = v.Bool
-			return nil
-		}, func(p *Params) any { return p.UseSimTime }},
+		rosparam.BoolDef("use_sim_time", "standard ROS parameter: true puts the executor's clock, its control instants and its diagnostics period on /clock", func(p *Params) *bool { return &p.UseSimTime }),
 	)
 	return defs
 }
 
-// ParamNames lists every parameter name the executor accepts, sorted.
-func ParamNames() []string {
-	var names []string
-	for _, d := range paramDefs() {
-		names = append(names, d.name)
-	}
-	slices.Sort(names)
-	return names
+// table is the executor's parameter table.
+func table() rosparam.Table[Params] {
+	return rosparam.Table[Params]{Defs: paramDefs(), Of: " of the executor"}
 }
 
-// setParam assigns one typed value; see rosparam.SetFunc.
-func setParam(p *Params, name string, v rosparam.Value) error {
-	for _, d := range paramDefs() {
-		if d.name != name {
-			continue
-		}
-		cv, err := v.Convert(d.typ)
-		if err != nil {
-			return fmt.Errorf("parameter %q: %w", name, err)
-		}
-		if err := d.set(p, cv); err != nil {
-			return fmt.Errorf("parameter %q: %w", name, err)
-		}
-		return nil
-	}
-	return rosparam.Unknown(name, " of the executor", ParamNames())
-}
+// ParamNames lists every parameter name the executor accepts, sorted.
+func ParamNames() []string { return table().Names() }
 
 // Set assigns one parameter from a value in ROS's YAML syntax (the right
 // side of `-p name:=value`).
-func (p *Params) Set(name, yamlValue string) error {
-	v, err := rosparam.ParseValue(yamlValue)
-	if err != nil {
-		return fmt.Errorf("parameter %q: %w", name, err)
-	}
-	return setParam(p, name, v)
-}
+func (p *Params) Set(name, yamlValue string) error { return table().Set(p, name, yamlValue) }
 
 // LoadParams returns the defaults overridden by the parameter rules among
 // args (`--ros-args -p name:=value --params-file FILE`, in command-line
@@ -280,32 +173,18 @@ func (p *Params) Set(name, yamlValue string) error {
 // params-file section that selects the node by pattern are skipped
 // (rosparam.ReportIgnored reports them).
 func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
-	p := DefaultParams()
-	if err := rosparam.ApplyROSArgs(&p, setParam, args, nodeName, opts...); err != nil {
-		return Params{}, err
-	}
-	if err := p.ValidateAs(nodeName); err != nil {
-		return Params{}, err
-	}
-	return p, nil
+	return table().Load(DefaultParams(), args, nodeName, (*Params).ValidateAs, opts...)
 }
 
 // ApplyParamsYAML applies the sections of a params file's contents that
 // match nodeName; a bad file leaves p unchanged.
 func (p *Params) ApplyParamsYAML(data []byte, nodeName string, opts ...rosparam.Option) error {
-	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName, opts...)
+	return table().ApplyYAML(p, data, nodeName, opts...)
 }
 
 // ParamsYAML renders p as a ROS 2 params file for the node key nodeKey,
 // every parameter with its description.
-func (p *Params) ParamsYAML(nodeKey string) []byte {
-	defs := paramDefs()
-	entries := make([]rosparam.Entry, len(defs))
-	for i, d := range defs {
-		entries[i] = rosparam.Entry{Name: d.name, Doc: d.doc, Value: d.get(p)}
-	}
-	return rosparam.ParamsYAML(nodeKey, entries)
-}
+func (p *Params) ParamsYAML(nodeKey string) []byte { return table().YAML(p, nodeKey) }
 
 // DefaultNodeName is the executor's fully qualified name when Config.Name
 // is empty.

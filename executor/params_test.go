@@ -82,12 +82,12 @@ func TestParamErrors(t *testing.T) {
 func TestEveryDefaultSetsItself(t *testing.T) {
 	p := DefaultParams()
 	for _, d := range paramDefs() {
-		if d.doc == "" {
-			t.Errorf("parameter %q has no description", d.name)
+		if d.Doc == "" {
+			t.Errorf("parameter %q has no description", d.Name)
 		}
 		text := string(bytes.TrimSpace(p.ParamsYAML("/**")))
-		if !strings.Contains(text, " "+d.name[strings.LastIndex(d.name, ".")+1:]+":") {
-			t.Errorf("%s missing from the params YAML", d.name)
+		if !strings.Contains(text, " "+d.Name[strings.LastIndex(d.Name, ".")+1:]+":") {
+			t.Errorf("%s missing from the params YAML", d.Name)
 		}
 	}
 	q := DefaultParams()

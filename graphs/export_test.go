@@ -12,26 +12,6 @@ import (
 	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
-// python3With is a python3 that imports modules (Debian's first), or a
-// skip (a failure under CI) saying what to install.
-func python3With(t *testing.T, modules, hint string) string {
-	t.Helper()
-	var candidates []string
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		candidates = append(candidates, "/usr/bin/python3")
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, p := range candidates {
-		if exec.Command(p, "-c", "import "+modules).Run() == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "no python3 that imports %s (tried %v); %s", modules, candidates, hint)
-	return ""
-}
-
 // TestExportAndEquivalences runs golden/export/test_export.py: the ONNX
 // export of every graph of a tiny checkpoint through the rank-4 linter
 // (and the linter refusing a rank-5 tensor, a disallowed op and float64),
@@ -40,7 +20,7 @@ func python3With(t *testing.T, modules, hint string) string {
 // (torch.equal, fp32, CPU), and the monolithic modules against the
 // independent goldens (golden/tiny, golden/vae). Its figures are logged.
 func TestExportAndEquivalences(t *testing.T) {
-	python := python3With(t, "numpy, torch, onnx", "install python3-numpy python3-torch python3-onnx to check the ONNX export")
+	python := testenv.Python3With(t, "numpy, torch, onnx", "install python3-numpy python3-torch python3-onnx to check the ONNX export")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "golden", "export", "test_export.py"))

@@ -55,7 +55,38 @@ type String struct {
 	Data string
 }
 
-// --- sensor_msgs/Image ---
+// --- sensor_msgs/Image and sensor_msgs/CompressedImage ---
+
+// The two image messages share their framing: a header first, the image
+// bytes last, viewed in place on decoding. AppendCDR and
+// UnmarshalCDRReuse call encode and decode directly, not through
+// appendMessage or a function value: there the encoder or decoder would
+// escape to the heap, and a stream of frames would allocate one a frame
+// (TestImageReuseAllocatesNothing, TestImageAppendAllocatesNothing).
+// UnmarshalCDR is UnmarshalCDRReuse on a fresh value.
+
+// decodeHeader decodes the std_msgs/Header field that begins a message.
+func decodeHeader(d *decoder, h *Header) {
+	d.enter("header")
+	h.decode(d)
+	d.leave()
+}
+
+// encodeBytes writes a uint8[] field; path names it in errors.
+func encodeBytes(e *encoder, path string, b []byte) {
+	e.seqLen(path, len(b))
+	e.raw(b)
+}
+
+// viewBytes reads a uint8[] field as a view of the message (nil when
+// empty): its length is checked against what the message holds first.
+func viewBytes(d *decoder, field string) []byte {
+	n := d.seqLen(field, minByte, "bytes")
+	if n == 0 {
+		return nil
+	}
+	return d.view(field, n)
+}
 
 func (m *Image) encode(e *encoder) {
 	m.Header.encode(e)
@@ -64,24 +95,17 @@ func (m *Image) encode(e *encoder) {
 	e.str("Image.encoding", m.Encoding)
 	e.u8(m.IsBigEndian)
 	e.u32(m.Step)
-	e.seqLen("Image.data", len(m.Data))
-	e.raw(m.Data)
+	encodeBytes(e, "Image.data", m.Data)
 }
 
 func (m *Image) decode(d *decoder) {
-	d.enter("header")
-	m.Header.decode(d)
-	d.leave()
+	decodeHeader(d, &m.Header)
 	m.Height = d.u32("height")
 	m.Width = d.u32("width")
 	m.Encoding = d.strReuse("encoding", m.Encoding)
 	m.IsBigEndian = d.u8("is_bigendian")
 	m.Step = d.u32("step")
-	n := d.seqLen("data", minByte, "bytes")
-	m.Data = nil
-	if n > 0 {
-		m.Data = d.view("data", n)
-	}
+	m.Data = viewBytes(d, "data")
 }
 
 // MarshalCDR encodes the message as CDR, encapsulation header included.
@@ -105,12 +129,7 @@ func (m *Image) AppendCDR(dst []byte) ([]byte, error) {
 // unchanged.
 func (m *Image) UnmarshalCDR(data []byte) error {
 	var v Image
-	var d decoder
-	if !d.start(data, "Image") {
-		return d.err
-	}
-	v.decode(&d)
-	if err := d.finish(); err != nil {
+	if err := v.UnmarshalCDRReuse(data); err != nil {
 		return err
 	}
 	*m = v
@@ -130,31 +149,23 @@ func (m *Image) UnmarshalCDRReuse(data []byte) error {
 	return d.finish()
 }
 
-// --- sensor_msgs/CompressedImage ---
-
 func (m *CompressedImage) encode(e *encoder) {
 	m.Header.encode(e)
 	e.str("CompressedImage.format", m.Format)
-	e.seqLen("CompressedImage.data", len(m.Data))
-	e.raw(m.Data)
+	encodeBytes(e, "CompressedImage.data", m.Data)
 }
 
 func (m *CompressedImage) decode(d *decoder) {
-	d.enter("header")
-	m.Header.decode(d)
-	d.leave()
+	decodeHeader(d, &m.Header)
 	m.Format = d.strReuse("format", m.Format)
-	n := d.seqLen("data", minByte, "bytes")
-	m.Data = nil
-	if n > 0 {
-		m.Data = d.view("data", n)
-	}
+	m.Data = viewBytes(d, "data")
 }
 
 // MarshalCDR encodes the message as CDR, encapsulation header included.
 func (m *CompressedImage) MarshalCDR() ([]byte, error) { return m.AppendCDR(nil) }
 
-// AppendCDR appends the CDR encoding of the message (header included) to dst.
+// AppendCDR appends the CDR encoding of the message (header included) to
+// dst, growing it at most once.
 func (m *CompressedImage) AppendCDR(dst []byte) ([]byte, error) {
 	var e encoder
 	e.startSizing()
@@ -170,12 +181,7 @@ func (m *CompressedImage) AppendCDR(dst []byte) ([]byte, error) {
 // error. m.Data views data (no copy).
 func (m *CompressedImage) UnmarshalCDR(data []byte) error {
 	var v CompressedImage
-	var d decoder
-	if !d.start(data, "CompressedImage") {
-		return d.err
-	}
-	v.decode(&d)
-	if err := d.finish(); err != nil {
+	if err := v.UnmarshalCDRReuse(data); err != nil {
 		return err
 	}
 	*m = v
@@ -205,9 +211,7 @@ func (m *JointState) encode(e *encoder) {
 }
 
 func (m *JointState) decode(d *decoder) {
-	d.enter("header")
-	m.Header.decode(d)
-	d.leave()
+	decodeHeader(d, &m.Header)
 	m.Name = d.strings("name")
 	m.Position = d.float64s("position")
 	m.Velocity = d.float64s("velocity")

@@ -67,3 +67,21 @@ func TestImageReuseAllocatesNothing(t *testing.T) {
 		t.Fatalf("CompressedImage.UnmarshalCDRReuse allocates %v times, want 0", allocs)
 	}
 }
+
+// TestImageAppendAllocatesNothing: encoding a frame into a buffer with
+// room for it allocates nothing, for both image messages.
+func TestImageAppendAllocatesNothing(t *testing.T) {
+	img := msgs.Image{Header: msgs.Header{FrameID: "cam"}, Height: 4, Width: 4, Encoding: "rgb8", Step: 12, Data: make([]byte, 48)}
+	cmp := msgs.CompressedImage{Header: msgs.Header{FrameID: "cam"}, Format: "png", Data: make([]byte, 48)}
+	buf := make([]byte, 0, 1024)
+	for name, m := range map[string]interface {
+		AppendCDR([]byte) ([]byte, error)
+	}{"Image": &img, "CompressedImage": &cmp} {
+		if out, err := m.AppendCDR(buf); err != nil || &out[0] != &buf[:1][0] {
+			t.Fatalf("%s: AppendCDR did not write into dst: %v", name, err)
+		}
+		if a := testing.AllocsPerRun(100, func() { _, _ = m.AppendCDR(buf[:0]) }); a != 0 {
+			t.Errorf("%s.AppendCDR into a large enough buffer allocates %v times, want 0", name, a)
+		}
+	}
+}

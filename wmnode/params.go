@@ -2,9 +2,6 @@ package wmnode
 
 import (
 	"fmt"
-	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -158,246 +155,103 @@ const (
 	maxJoints    = 1 << 10
 )
 
-// paramDef declares one parameter: its name, ROS type, description, and
-// how a value is stored in and read from Params.
-type paramDef struct {
-	name string
-	typ  rosparam.Type
-	doc  string
-	set  func(p *Params, v rosparam.Value) error
-	get  func(p *Params) any // string, int64, float64, bool or []string
-}
+// paramDef declares one of the node's parameters.
+type paramDef = rosparam.Def[Params]
 
-func stringDef(name, doc string, dst func(*Params) *string) paramDef {
-	return paramDef{name, rosparam.String, doc, func(p *Params, v rosparam.Value) error {
-		*dst(p) = v.Str
-		return nil
-	}, func(p *Params) any { return *dst(p) }}
-}
-
-func boolDef(name, doc string, dst func(*Params) *bool) paramDef {
-	return paramDef{name, rosparam.Bool, doc, func(p *Params, v rosparam.Value) error {
-		*dst(p) = v.Bool
-		return nil
-	}, func(p *Params) any { return *dst(p) }}
-}
-
-func choiceDef(name, doc string, choices []string, dst func(*Params) *string) paramDef {
-	return paramDef{name, rosparam.String, doc, func(p *Params, v rosparam.Value) error {
-		if !slices.Contains(choices, v.Str) {
-			return fmt.Errorf("must be one of %q, got %q", choices, v.Str)
-		}
-		*dst(p) = v.Str
-		return nil
-	}, func(p *Params) any { return *dst(p) }}
-}
-
-func durationDef(name, doc string, lo, hi time.Duration, dst func(*Params) *time.Duration) paramDef {
-	return paramDef{name, rosparam.Double, doc, func(p *Params, v rosparam.Value) error {
-		if !(v.Double >= lo.Seconds() && v.Double <= hi.Seconds()) {
-			return fmt.Errorf("must be a number of seconds in [%g, %g], got %v", lo.Seconds(), hi.Seconds(), v.Double)
-		}
-		*dst(p) = time.Duration(math.Round(v.Double * float64(time.Second)))
-		return nil
-	}, func(p *Params) any { return dst(p).Seconds() }}
-}
-
-// stringsDef declares a string array parameter of at most max elements,
-// each non-empty.
-func stringsDef(name, doc string, max int, dst func(*Params) *[]string) paramDef {
-	return paramDef{name, rosparam.Array, doc, func(p *Params, v rosparam.Value) error {
-		if v.Type != rosparam.Array {
-			return fmt.Errorf("expected a string array, got %s", v.Describe())
-		}
-		if len(v.Elems) > max {
-			return fmt.Errorf("at most %d strings, got %d", max, len(v.Elems))
-		}
-		out := make([]string, len(v.Elems))
-		for i, e := range v.Elems {
-			if e.Type != rosparam.String || e.Str == "" {
-				return fmt.Errorf("expected a string array, element %d is %s", i, e.Describe())
-			}
-			out[i] = e.Str
-		}
-		*dst(p) = out
-		return nil
-	}, func(p *Params) any { return stringList(*dst(p)) }}
-}
-
-// stringList renders a string array parameter as a YAML flow sequence
-// (rosparam.FormatValue falls back to fmt.Sprint for it).
-type stringList []string
-
-func (l stringList) String() string {
-	q := make([]string, len(l))
-	for i, s := range l {
-		q[i] = strconv.Quote(s)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
-
+// qosDefs declares the qos.<topic>.* parameters of the profile qos(p).
 func qosDefs(prefix string, qos func(*Params) *params.QoS) []paramDef {
-	return []paramDef{
-		choiceDef(prefix+"reliability", "reliable or best_effort", []string{string(params.ReliabilityReliable), string(params.ReliabilityBestEffort)},
-			func(p *Params) *string { return (*string)(&qos(p).Reliability) }),
-		choiceDef(prefix+"durability", "volatile or transient_local", []string{string(params.DurabilityVolatile), string(params.DurabilityTransientLocal)},
-			func(p *Params) *string { return (*string)(&qos(p).Durability) }),
-		choiceDef(prefix+"history", "keep_last or keep_all", []string{string(params.HistoryKeepLast), string(params.HistoryKeepAll)},
-			func(p *Params) *string { return (*string)(&qos(p).History) }),
-		{prefix + "depth", rosparam.Integer, "queue depth of keep_last, in [1, 1000]", func(p *Params, v rosparam.Value) error {
-			if v.Int < 1 || v.Int > 1000 {
-				return fmt.Errorf("must be in [1, 1000], got %d", v.Int)
-			}
-			qos(p).Depth = int(v.Int)
-			return nil
-		}, func(p *Params) any { return int64(qos(p).Depth) }},
-	}
+	return rosparam.QoSDefs(prefix, "queue depth of keep_last, in [1, 1000]", func(p *Params) rosparam.QoSFields {
+		q := qos(p)
+		return rosparam.QoSFields{Reliability: (*string)(&q.Reliability), Durability: (*string)(&q.Durability), History: (*string)(&q.History), Depth: &q.Depth}
+	})
 }
 
 // paramDefs declares every parameter the node accepts, in documentation
 // order.
 func paramDefs() []paramDef {
 	defs := []paramDef{
-		stringDef("model.dit_weights", "the video DiT and proprio encoder (the DiT weight file contract, docs/world-model.md)", func(p *Params) *string { return &p.DiTWeights }),
-		stringDef("model.vae_weights", "the Wan2.2 VAE encoder weights", func(p *Params) *string { return &p.VAEWeights }),
-		stringDef("model.dataset_stats", "the checkpoint's dataset_stats.json (state statistics)", func(p *Params) *string { return &p.StateStats }),
-		stringDef("model.state_key", "the state key of dataset_stats.json", func(p *Params) *string { return &p.StateKey }),
-		stringDef("model.text_cache", "the folder of per-instruction text cache entries", func(p *Params) *string { return &p.TextCache }),
-		stringsDef("image_transports", "camera messages, one per camera or one for all: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage, JPEG or PNG)",
+		rosparam.StringDef("model.dit_weights", "the video DiT and proprio encoder (the DiT weight file contract, docs/world-model.md)", func(p *Params) *string { return &p.DiTWeights }),
+		rosparam.StringDef("model.vae_weights", "the Wan2.2 VAE encoder weights", func(p *Params) *string { return &p.VAEWeights }),
+		rosparam.StringDef("model.dataset_stats", "the checkpoint's dataset_stats.json (state statistics)", func(p *Params) *string { return &p.StateStats }),
+		rosparam.StringDef("model.state_key", "the state key of dataset_stats.json", func(p *Params) *string { return &p.StateKey }),
+		rosparam.StringDef("model.text_cache", "the folder of per-instruction text cache entries", func(p *Params) *string { return &p.TextCache }),
+		rosparam.StringsDef("image_transports", "camera messages, one per camera or one for all: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage, JPEG or PNG)",
 			maxCameras, func(p *Params) *[]string { return &p.ImageTransports }),
-		boolDef("flip_cameras", "rotate every camera image by 180° before the crop-resize (LIBERO's raw renders); false for training-orientation images",
+		rosparam.BoolDef("flip_cameras", "rotate every camera image by 180° before the crop-resize (LIBERO's raw renders); false for training-orientation images",
 			func(p *Params) *bool { return &p.FlipCameras }),
-		choiceDef("proprio.type", "the proprio topic's message: float64_multi_array (the values in order) or joint_state (positions of proprio.joint_names)",
+		rosparam.ChoiceDef("proprio.type", "the proprio topic's message: float64_multi_array (the values in order) or joint_state (positions of proprio.joint_names)",
 			[]string{ProprioArray, ProprioJointState}, func(p *Params) *string { return &p.ProprioType }),
-		stringsDef("proprio.joint_names", "joint_state: the joints whose positions make the state, in order", maxJoints, func(p *Params) *[]string { return &p.JointNames }),
-		stringsDef("topics.cameras", "camera topics in the world model's order (agentview, then wrist); one or two", maxCameras, func(p *Params) *[]string { return &p.Topics.Cameras }),
-		stringDef("topics.proprio", "proprio state topic", func(p *Params) *string { return &p.Topics.Proprio }),
-		stringDef("topics.instruction", "instruction topic (std_msgs/String, latched)", func(p *Params) *string { return &p.Topics.Instruction }),
-		stringDef("topics.video_kv_cache", "VideoKVCache output (kv_transport dds)", func(p *Params) *string { return &p.Topics.KVCache }),
-		stringDef("topics.text_context", "TextContext output", func(p *Params) *string { return &p.Topics.Context }),
-		stringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
-		durationDef("sync.tolerance", "seconds each camera frame and the state may be from the newest frame of a cycle", 0, maxTolerance,
+		rosparam.StringsDef("proprio.joint_names", "joint_state: the joints whose positions make the state, in order", maxJoints, func(p *Params) *[]string { return &p.JointNames }),
+		rosparam.StringsDef("topics.cameras", "camera topics in the world model's order (agentview, then wrist); one or two", maxCameras, func(p *Params) *[]string { return &p.Topics.Cameras }),
+		rosparam.StringDef("topics.proprio", "proprio state topic", func(p *Params) *string { return &p.Topics.Proprio }),
+		rosparam.StringDef("topics.instruction", "instruction topic (std_msgs/String, latched)", func(p *Params) *string { return &p.Topics.Instruction }),
+		rosparam.StringDef("topics.video_kv_cache", "VideoKVCache output (kv_transport dds)", func(p *Params) *string { return &p.Topics.KVCache }),
+		rosparam.StringDef("topics.text_context", "TextContext output", func(p *Params) *string { return &p.Topics.Context }),
+		rosparam.StringDef("topics.diagnostics", "diagnostics topic", func(p *Params) *string { return &p.Topics.Diagnostics }),
+		rosparam.DurationDef("sync.tolerance", "seconds each camera frame and the state may be from the newest frame of a cycle", 0, maxTolerance,
 			func(p *Params) *time.Duration { return &p.Tolerance }),
-		{"rate", rosparam.Double, fmt.Sprintf("cycles per second, in [0, %g]; 0 runs a cycle on each new set of frames", maxRate), func(p *Params, v rosparam.Value) error {
-			if !(v.Double >= 0 && v.Double <= maxRate) {
-				return fmt.Errorf("must be in [0, %g], got %v", maxRate, v.Double)
-			}
-			p.Rate = v.Double
-			return nil
-		}, func(p *Params) any { return p.Rate }},
-		choiceDef("kv_transport", "dds (VideoKVCache messages) or shm (K/V written into a shared-memory slot, KVHandoff descriptors)",
+		rosparam.DoubleDef("rate", fmt.Sprintf("cycles per second, in [0, %g]; 0 runs a cycle on each new set of frames", maxRate), 0, maxRate, func(p *Params) *float64 { return &p.Rate }),
+		rosparam.ChoiceDef("kv_transport", "dds (VideoKVCache messages) or shm (K/V written into a shared-memory slot, KVHandoff descriptors)",
 			[]string{params.KVTransportDDS, params.KVTransportSHM}, func(p *Params) *string { return &p.KVTransport }),
-		choiceDef("kv_dtype", "element type of the K/V: float32 or float16", []string{DTypeFloat32, DTypeFloat16}, func(p *Params) *string { return &p.KVDType }),
-		stringDef("shm.topic", "KVHandoff descriptor topic (kv_transport shm)", func(p *Params) *string { return &p.SHM.Topic }),
-		stringDef("shm.dir", "folder of the shared-memory segment", func(p *Params) *string { return &p.SHM.Dir }),
-		stringDef("shm.prefix", "segment name prefix (the segment is <prefix>.<pid>)", func(p *Params) *string { return &p.SHM.Prefix }),
-		{"shm.slots", rosparam.Integer, fmt.Sprintf("slots of the segment, in [2, %d]", kvshm.MaxSlots), func(p *Params, v rosparam.Value) error {
-			if v.Int < 2 || v.Int > kvshm.MaxSlots {
-				return fmt.Errorf("must be in [2, %d], got %d", kvshm.MaxSlots, v.Int)
-			}
-			p.SHM.Slots = int(v.Int)
-			return nil
-		}, func(p *Params) any { return int64(p.SHM.Slots) }},
-		boolDef("shm.group", "make the segment readable by the group (0660) rather than the owner only (0600)", func(p *Params) *bool { return &p.SHM.Group }),
+		rosparam.ChoiceDef("kv_dtype", "element type of the K/V: float32 or float16", []string{DTypeFloat32, DTypeFloat16}, func(p *Params) *string { return &p.KVDType }),
+		rosparam.StringDef("shm.topic", "KVHandoff descriptor topic (kv_transport shm)", func(p *Params) *string { return &p.SHM.Topic }),
+		rosparam.StringDef("shm.dir", "folder of the shared-memory segment", func(p *Params) *string { return &p.SHM.Dir }),
+		rosparam.StringDef("shm.prefix", "segment name prefix (the segment is <prefix>.<pid>)", func(p *Params) *string { return &p.SHM.Prefix }),
+		rosparam.IntDef("shm.slots", fmt.Sprintf("slots of the segment, in [2, %d]", kvshm.MaxSlots), 2, kvshm.MaxSlots, func(p *Params) *int { return &p.SHM.Slots }),
+		rosparam.BoolDef("shm.group", "make the segment readable by the group (0660) rather than the owner only (0600)", func(p *Params) *bool { return &p.SHM.Group }),
 	}
 	defs = append(defs, qosDefs("qos.cameras.", func(p *Params) *params.QoS { return &p.QoS.Cameras })...)
 	defs = append(defs, qosDefs("qos.proprio.", func(p *Params) *params.QoS { return &p.QoS.Proprio })...)
 	defs = append(defs, qosDefs("qos.instruction.", func(p *Params) *params.QoS { return &p.QoS.Instruction })...)
 	defs = append(defs, qosDefs("qos.out.", func(p *Params) *params.QoS { return &p.QoS.Out })...)
 	defs = append(defs,
-		durationDef("diagnostics.stale_after", "seconds an input, or the clock, may stay silent before the diagnostics say STALE", minPeriod, maxPeriod,
+		rosparam.DurationDef("diagnostics.stale_after", "seconds an input, or the clock, may stay silent before the diagnostics say STALE", minPeriod, maxPeriod,
 			func(p *Params) *time.Duration { return &p.StaleAfter }),
-		durationDef("diagnostics.period", "seconds between two diagnostics reports", minPeriod, maxPeriod,
+		rosparam.DurationDef("diagnostics.period", "seconds between two diagnostics reports", minPeriod, maxPeriod,
 			func(p *Params) *time.Duration { return &p.DiagnosticsPeriod }),
-		durationDef("shutdown_grace", "seconds the shutdown after the first SIGINT/SIGTERM may take", 10*time.Millisecond, shutdown.MaxGrace,
+		rosparam.DurationDef("shutdown_grace", "seconds the shutdown after the first SIGINT/SIGTERM may take", 10*time.Millisecond, shutdown.MaxGrace,
 			func(p *Params) *time.Duration { return &p.ShutdownGrace }),
-		boolDef("use_sim_time", "standard ROS parameter: the node's clock (input ages, stale checks) is /clock", func(p *Params) *bool { return &p.UseSimTime }),
-		stringDef("self_test.golden", "self-test golden .npz run through the world model at configure, K, V and context compared (empty = none)",
+		rosparam.BoolDef("use_sim_time", "standard ROS parameter: the node's clock (input ages, stale checks) is /clock", func(p *Params) *bool { return &p.UseSimTime }),
+		rosparam.StringDef("self_test.golden", "self-test golden .npz run through the world model at configure, K, V and context compared (empty = none)",
 			func(p *Params) *string { return &p.SelfTestGolden }),
-		paramDef{"self_test.min_cosine", rosparam.Double, "cosine K, V and the context must each reach against the self-test golden, in (0, 1]", func(p *Params, v rosparam.Value) error {
-			if !(v.Double > 0 && v.Double <= 1) {
-				return fmt.Errorf("must be in (0, 1], got %v", v.Double)
-			}
-			p.SelfTestMinCosine = v.Double
-			return nil
-		}, func(p *Params) any { return p.SelfTestMinCosine }},
-		boolDef("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager",
+		rosparam.FractionDef("self_test.min_cosine", "cosine K, V and the context must each reach against the self-test golden, in (0, 1]", func(p *Params) *float64 { return &p.SelfTestMinCosine }),
+		rosparam.BoolDef("autostart", "configure and activate at start-up; false waits unconfigured for `ros2 lifecycle set` or a lifecycle manager",
 			func(p *Params) *bool { return &p.Autostart }),
 	)
 	return defs
 }
 
-// ParamNames lists every parameter name the node accepts, sorted.
-func ParamNames() []string {
-	var names []string
-	for _, d := range paramDefs() {
-		names = append(names, d.name)
-	}
-	slices.Sort(names)
-	return names
+// table is the node's parameter table.
+func table() rosparam.Table[Params] {
+	return rosparam.Table[Params]{Defs: paramDefs(), Of: " of the world-model node"}
 }
 
+// ParamNames lists every parameter name the node accepts, sorted.
+func ParamNames() []string { return table().Names() }
+
 // setParam assigns one typed value; see rosparam.SetFunc.
-func setParam(p *Params, name string, v rosparam.Value) error {
-	for _, d := range paramDefs() {
-		if d.name != name {
-			continue
-		}
-		if d.typ != rosparam.Array {
-			cv, err := v.Convert(d.typ)
-			if err != nil {
-				return fmt.Errorf("parameter %q: %w", name, err)
-			}
-			v = cv
-		}
-		if err := d.set(p, v); err != nil {
-			return fmt.Errorf("parameter %q: %w", name, err)
-		}
-		return nil
-	}
-	return rosparam.Unknown(name, " of the world-model node", ParamNames())
-}
+func setParam(p *Params, name string, v rosparam.Value) error { return table().SetValue(p, name, v) }
 
 // Set assigns one parameter from a value in ROS's YAML syntax (the right
 // side of `-p name:=value`).
-func (p *Params) Set(name, yamlValue string) error {
-	v, err := rosparam.ParseValue(yamlValue)
-	if err != nil {
-		return fmt.Errorf("parameter %q: %w", name, err)
-	}
-	return setParam(p, name, v)
-}
+func (p *Params) Set(name, yamlValue string) error { return table().Set(p, name, yamlValue) }
 
 // LoadParams returns the defaults overridden by the parameter rules among
 // args (`--ros-args -p name:=value --params-file FILE`), validated for the
 // node whose fully qualified name is nodeName.
 func LoadParams(args []string, nodeName string, opts ...rosparam.Option) (Params, error) {
-	p := DefaultParams()
-	if err := rosparam.ApplyROSArgs(&p, setParam, args, nodeName, opts...); err != nil {
-		return Params{}, err
-	}
-	if err := p.ValidateAs(nodeName); err != nil {
-		return Params{}, err
-	}
-	return p, nil
+	return table().Load(DefaultParams(), args, nodeName, (*Params).ValidateAs, opts...)
 }
 
 // ApplyParamsYAML applies the sections of a params file's contents that
 // match nodeName; a bad file leaves p unchanged.
 func (p *Params) ApplyParamsYAML(data []byte, nodeName string, opts ...rosparam.Option) error {
-	return rosparam.ApplyParamsYAML(p, setParam, data, nodeName, opts...)
+	return table().ApplyYAML(p, data, nodeName, opts...)
 }
 
 // ParamsYAML renders p as a ROS 2 params file for the node key nodeKey,
 // every parameter with its description.
-func (p *Params) ParamsYAML(nodeKey string) []byte {
-	defs := paramDefs()
-	entries := make([]rosparam.Entry, len(defs))
-	for i, d := range defs {
-		entries[i] = rosparam.Entry{Name: d.name, Doc: d.doc, Value: d.get(p)}
-	}
-	return rosparam.ParamsYAML(nodeKey, entries)
-}
+func (p *Params) ParamsYAML(nodeKey string) []byte { return table().YAML(p, nodeKey) }
 
 // ImageTransport is camera i's message type (ImageRaw or ImageCompressed).
 func (p *Params) ImageTransport(i int) string {

@@ -40,7 +40,7 @@ func (t *paramTable) ParameterNames() []string { return ParamNames() }
 
 func (t *paramTable) def(name string) (paramDef, bool) {
 	for _, d := range t.defs {
-		if d.name == name {
+		if d.Name == name {
 			return d, true
 		}
 	}
@@ -53,7 +53,7 @@ func (t *paramTable) Parameter(name string) (msgs.ParameterValue, bool) {
 	if !ok {
 		return msgs.ParameterValue{}, false
 	}
-	switch x := d.get(&t.p).(type) {
+	switch x := d.Get(&t.p).(type) {
 	case bool:
 		return paramsrv.Bool(x), true
 	case int64:
@@ -62,7 +62,7 @@ func (t *paramTable) Parameter(name string) (msgs.ParameterValue, bool) {
 		return paramsrv.Double(x), true
 	case string:
 		return paramsrv.String(x), true
-	case stringList:
+	case rosparam.StringList:
 		return paramsrv.StringArray(x), true
 	}
 	return msgs.ParameterValue{}, false
@@ -75,8 +75,8 @@ func (t *paramTable) Describe(name string) (msgs.ParameterDescriptor, bool) {
 	if !ok {
 		return msgs.ParameterDescriptor{}, false
 	}
-	desc := msgs.ParameterDescriptor{Name: name, Description: d.doc, ReadOnly: true, AdditionalConstraints: ReadOnlyConstraint}
-	switch d.typ {
+	desc := msgs.ParameterDescriptor{Name: name, Description: d.Doc, ReadOnly: true, AdditionalConstraints: ReadOnlyConstraint}
+	switch d.Type {
 	case rosparam.Bool:
 		desc.Type = msgs.ParameterBool
 	case rosparam.Integer:
@@ -89,7 +89,7 @@ func (t *paramTable) Describe(name string) (msgs.ParameterDescriptor, bool) {
 		desc.Type = msgs.ParameterStringArray
 	}
 	if r, ok := paramRanges()[name]; ok {
-		if d.typ == rosparam.Integer {
+		if d.Type == rosparam.Integer {
 			desc.IntegerRange = []msgs.IntegerRange{{FromValue: int64(r[0]), ToValue: int64(r[1]), Step: 1}}
 		} else {
 			desc.FloatingPointRange = []msgs.FloatingPointRange{{FromValue: r[0], ToValue: r[1]}}

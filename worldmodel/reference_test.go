@@ -14,25 +14,11 @@ import (
 	"github.com/fastwam/actionexpert/internal/testenv"
 )
 
-// python3With returns a python3 that imports modules (a Python import
-// list), preferring Debian's /usr/bin/python3 (pyenv shims often shadow
-// it), or skips the test with hint (fails under CI).
+// python3With is testenv.Python3With, for the tests of this package that
+// run the Python references.
 func python3With(t *testing.T, modules, hint string) string {
 	t.Helper()
-	var candidates []string
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		candidates = append(candidates, "/usr/bin/python3")
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, p := range candidates {
-		if exec.Command(p, "-c", "import "+modules).Run() == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "no python3 that imports %s (tried %v); %s", modules, candidates, hint)
-	return ""
+	return testenv.Python3With(t, modules, hint)
 }
 
 // TestGoldensMatchTheirReference regenerates the goldens with

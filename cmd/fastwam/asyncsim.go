@@ -24,12 +24,9 @@ type asyncSimOpts struct {
 	beta        float64
 	aggregation string
 	periods     int
-	seed        uint64
-	drift       uint64
 	plot        string
-	verbose     bool
 	jitter      float64
-	cpu         cpuFlags
+	sim         simFlags
 }
 
 func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -56,12 +53,8 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.aggregation, "aggregation", string(executor.AggregateLatest), "executor aggregation of overlapping chunks: latest, average or weighted_average")
 	fs.IntVar(&o.periods, "periods", asyncsim.DefaultPeriods, "control periods simulated")
 	fs.Float64Var(&o.jitter, "stamp-jitter", 0, "stamp observation k up to this many control periods (a seeded fraction of it; 0 to 0.99) before its instant: stamps off the control grid")
-	fs.Uint64Var(&o.seed, "seed", def.NoiseSeed, "noise_seed: chunk noise is Noise(seed + observation seq)")
-	fs.Uint64Var(&o.drift, "drift", 0, "feed a seeded drift of the first pair (this seed) instead of cycling through the pairs")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG of the executed action stream of the three modes, seams marked, to this file")
-	fs.BoolVar(&o.verbose, "v", false, "print the node's and executor's information lines too (warnings and errors always go to stderr)")
-	fs.StringVar(&o.cpu.blas, "blas", "auto", "CPU backend: auto, openblas or gonum")
-	fs.IntVar(&o.cpu.threads, "threads", 0, "CPU backend: worker goroutines of the step (0: one per CPU)")
+	o.sim.register(fs, def, "print the node's and executor's information lines too (warnings and errors always go to stderr)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -85,7 +78,7 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		floatRange("beta", o.beta, 0, math.MaxFloat64, ""),
 		intRange("periods", o.periods, 1, asyncsim.MaxPeriods, ""),
 		floatRange("stamp-jitter", o.jitter, 0, 0.99, "control periods"),
-		cpuThreadsRange(o.cpu.threads),
+		cpuThreadsRange(o.sim.cpu.threads),
 	}
 	if set["delay"] {
 		checks = append(checks, intRange("delay", o.delay, 0, math.MaxInt32, "leave it out for ceil(-latency)"))
@@ -93,8 +86,8 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := checkRanges(checks...); err != nil {
 		return err
 	}
-	if msg := o.blasFlag(); msg != "" {
-		return usageError("%s", msg)
+	if err := o.sim.check(); err != nil {
+		return err
 	}
 	if o.plot != "" {
 		if err := checkOutputFile("-plot", o.plot); err != nil {
@@ -102,24 +95,12 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 
-	bagTopics := def
-	if err := replay.ResolveTopics(&bagTopics, "/"); err != nil {
-		return err
-	}
-	pairs, err := asyncsim.LoadRegression(ctx, bagTopics.Topics.KVCache, bagTopics.Topics.Context)
+	su, err := o.sim.open(ctx)
 	if err != nil {
 		return err
 	}
-	kv, ctxShape := pairs[0].KVShape, pairs[0].ContextShape
-	if len(kv) != 4 || len(ctxShape) != 3 {
-		return fmt.Errorf("embedded regression bag: tensor shapes %v and %v; want [layers,1,tokens,width] and [1,tokens,width]", kv, ctxShape)
-	}
-	b, desc, err := o.cpu.open(ctx, int(kv[2]), int(ctxShape[1]), true)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	rows := b.Dims().ActionTokens
+	defer su.backend.Close()
+	rows := su.backend.Dims().ActionTokens
 	// The option checks of asyncsim.Run, with the flags' names.
 	delay := o.delay
 	if !set["delay"] {
@@ -134,24 +115,18 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError("-delay %d (%s) exceeds -horizon %d; raise -horizon or give a smaller -delay", delay, delaySource(set["delay"]), o.horizon)
 	}
 
-	p := replay.BaseParams(params.BackendCPU)
-	p.CPU.Weights = embeddedWeightsFile
-	p.NoiseSeed = o.seed
 	so := asyncsim.Options{
-		Pairs: pairs, Drift: set["drift"], DriftSeed: o.drift,
-		Backend: b, Params: p,
+		Pairs: su.pairs, Drift: set["drift"], DriftSeed: o.sim.drift,
+		Backend: su.backend, Params: su.params,
 		Latency: o.latency, Delay: delay, Horizon: o.horizon, Schedule: sched, MaxGuidance: o.beta,
 		Aggregation: agg, Periods: o.periods, StampJitter: o.jitter,
-		Logger: replay.NewLogger(stderr, o.verbose),
+		Logger: replay.NewLogger(stderr, o.sim.verbose),
 	}
 	res, err := asyncsim.Run(ctx, so)
 	if err != nil {
-		if ctx.Err() != nil {
-			return &exitError{code: 130, err: err}
-		}
-		return err
+		return simError(ctx, err)
 	}
-	if err := writeAsyncSim(stdout, &so, res, desc, len(pairs), set["delay"], rows); err != nil {
+	if err := writeAsyncSim(stdout, &so, res, su.desc, len(su.pairs), set["delay"], rows); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	if o.plot != "" {
@@ -161,18 +136,6 @@ func runAsyncSim(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "plot     %s\n", o.plot)
 	}
 	return nil
-}
-
-func (o *asyncSimOpts) blasFlag() string {
-	switch o.cpu.blas {
-	case "auto", "openblas", "gonum":
-	default:
-		return fmt.Sprintf("-blas %q: want auto, openblas or gonum", o.cpu.blas)
-	}
-	if o.cpu.threads < 0 {
-		return fmt.Sprintf("-threads %d: want 0 (one per CPU) or more", o.cpu.threads)
-	}
-	return ""
 }
 
 func delaySource(given bool) string {

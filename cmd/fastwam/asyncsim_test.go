@@ -134,10 +134,7 @@ func TestAsyncSimSettings(t *testing.T) {
 // TestAsyncSimRefused: bad flags exit 2 with an error naming the flag and
 // what is wanted, before any work.
 func TestAsyncSimRefused(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	checkRefused(t, "async-sim", []flagRefusal{
 		{[]string{"-latency", "-1"}, "-latency -1: want a finite number >= 0 (control periods)"},
 		{[]string{"-latency", "NaN"}, "-latency NaN: want a finite number >= 0"},
 		{[]string{"-latency", "32"}, "-latency 32: want at most 31 (action_tokens - 1)"},
@@ -159,12 +156,7 @@ func TestAsyncSimRefused(t *testing.T) {
 		{[]string{"-plot", "/nonexistent/dir/x.png"}, "-plot /nonexistent/dir/x.png: folder /nonexistent/dir does not exist"},
 		{[]string{"extra"}, `async-sim takes no arguments, got ["extra"]`},
 		{[]string{"-nosuchflag"}, "flag provided but not defined: -nosuchflag"},
-	} {
-		code, out, stderr := runCmd(t, append([]string{"async-sim"}, c.args...)...)
-		if code != 2 || !strings.Contains(stderr, c.want) || out != "" {
-			t.Errorf("async-sim %v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, stderr, c.want)
-		}
-	}
+	})
 	code, out, _ := runCmd(t, "help", "async-sim")
 	if code != 0 || !strings.Contains(out, "-latency") || !strings.Contains(out, "ceil(latency)") {
 		t.Errorf("help async-sim: exit %d\n%s", code, out)

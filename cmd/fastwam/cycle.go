@@ -25,9 +25,7 @@ type cycleOpts struct {
 	vae, wm, experts, steps, splits, processes  string
 	measured                                    string
 	periods, horizon                            int
-	seed, drift                                 uint64
-	verbose                                     bool
-	cpu                                         cpuFlags
+	sim                                         simFlags
 }
 
 // Bounds of cycle's flags: far above any board, low enough that no
@@ -73,11 +71,7 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.processes, "processes", "1,2", "world model and expert in 1 or 2 processes, a list")
 	fs.IntVar(&o.periods, "periods", asyncsim.DefaultPeriods, "control periods simulated per deployment")
 	fs.IntVar(&o.horizon, "horizon", def.RTC.ExecutionHorizon, "rtc.execution_horizon H (raised to the delay where the delay exceeds it)")
-	fs.Uint64Var(&o.seed, "seed", def.NoiseSeed, "noise_seed: chunk noise is Noise(seed + observation seq)")
-	fs.Uint64Var(&o.drift, "drift", 0, "feed a seeded drift of the first pair (this seed) instead of cycling through the pairs")
-	fs.BoolVar(&o.verbose, "v", false, "print the node's and executor's log lines (by default none: the table counts the starvations)")
-	fs.StringVar(&o.cpu.blas, "blas", "auto", "CPU backend: auto, openblas or gonum")
-	fs.IntVar(&o.cpu.threads, "threads", 0, "CPU backend: worker goroutines of the step (0: one per CPU)")
+	o.sim.register(fs, def, "print the node's and executor's log lines (by default none: the table counts the starvations)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -97,12 +91,12 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		floatRange("process-limit-gb", o.processGB, 1e-3, maxCycleLimitGB, "GB"),
 		intRange("periods", o.periods, 1, asyncsim.MaxPeriods, ""),
 		intRange("horizon", o.horizon, 1, math.MaxInt32, "actions"),
-		cpuThreadsRange(o.cpu.threads),
+		cpuThreadsRange(o.sim.cpu.threads),
 	); err != nil {
 		return err
 	}
-	if msg := (&asyncSimOpts{cpu: o.cpu}).blasFlag(); msg != "" {
-		return usageError("%s", msg)
+	if err := o.sim.check(); err != nil {
+		return err
 	}
 	b.Bandwidth, b.FP16Rate, b.W8Rate = o.bandwidth*1e9, o.fp16TFLOPs*1e12, o.w8TFLOPs*1e12
 	b.GraphOverhead = msDuration(o.overheadMS)
@@ -118,44 +112,26 @@ func runCycle(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	bagTopics := def
-	if err := replay.ResolveTopics(&bagTopics, "/"); err != nil {
-		return err
-	}
-	pairs, err := asyncsim.LoadRegression(ctx, bagTopics.Topics.KVCache, bagTopics.Topics.Context)
+	su, err := o.sim.open(ctx)
 	if err != nil {
 		return err
 	}
-	kv, ctxShape := pairs[0].KVShape, pairs[0].ContextShape
-	if len(kv) != 4 || len(ctxShape) != 3 {
-		return fmt.Errorf("embedded regression bag: tensor shapes %v and %v; want [layers,1,tokens,width] and [1,tokens,width]", kv, ctxShape)
-	}
-	be, desc, err := o.cpu.open(ctx, int(kv[2]), int(ctxShape[1]), true)
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	if rows := be.Dims().ActionTokens; o.horizon > rows {
+	defer su.backend.Close()
+	if rows := su.backend.Dims().ActionTokens; o.horizon > rows {
 		return usageError("-horizon %d: want at most %d (action_tokens)", o.horizon, rows)
 	}
-	p := replay.BaseParams(params.BackendCPU)
-	p.CPU.Weights = embeddedWeightsFile
-	p.NoiseSeed = o.seed
 	co := asyncsim.CycleOptions{Board: b, Model: asyncsim.FullModel(), Deployments: deps,
-		Sim: asyncsim.Options{Pairs: pairs, Drift: set["drift"], DriftSeed: o.drift, Backend: be, Params: p,
+		Sim: asyncsim.Options{Pairs: su.pairs, Drift: set["drift"], DriftSeed: o.sim.drift, Backend: su.backend, Params: su.params,
 			Horizon: o.horizon, Schedule: def.RTC.Schedule, MaxGuidance: def.RTC.MaxGuidance,
 			Aggregation: executor.AggregateLatest, Periods: o.periods}}
-	if o.verbose { // otherwise nothing: a starving deployment would warn at every period
+	if o.sim.verbose { // otherwise nothing: a starving deployment would warn at every period
 		co.Sim.Logger = replay.NewLogger(stderr, true)
 	}
 	rows, err := asyncsim.RunCycles(ctx, co)
 	if err != nil {
-		if ctx.Err() != nil {
-			return &exitError{code: 130, err: err}
-		}
-		return err
+		return simError(ctx, err)
 	}
-	if err := writeCycles(stdout, &co, rows, desc, be.Dims().ActionTokens); err != nil {
+	if err := writeCycles(stdout, &co, rows, su.desc, su.backend.Dims().ActionTokens); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil
@@ -242,7 +218,7 @@ func (o *cycleOpts) deployments() ([]asyncsim.Deployment, error) {
 func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow, backend string, tokens int) error {
 	b, m := &o.Board, &o.Model
 	ep, ef := asyncsim.CountExpertParams(m.Expert), asyncsim.CountExpertFLOPs(m.Expert)
-	vp, ap := asyncsim.CountVideoParams(m.Video), asyncsim.CountVAEParams(m.VAE)
+	vp, ap := asyncsim.CountVideoParams(m.Video), asyncsim.VAEParams(m.VAE)
 	dt := o.Sim.ControlPeriod
 	if dt == 0 {
 		dt = params.Default().ControlPeriod
@@ -257,7 +233,7 @@ func writeCycles(w io.Writer, o *asyncsim.CycleOptions, rows []asyncsim.CycleRow
 		fmt.Fprintf(w, "measured %s (ms per run, replacing the model's estimate)\n", strings.Join(ms, ", "))
 	}
 	fmt.Fprintf(w, "handoff  two processes: %d copies of the video K/V at %.4g GB/s + %v\n", b.HandoffCopies, b.HandoffBandwidth/1e9, b.HandoffFixed)
-	fmt.Fprintf(w, "vae      %d parameters used at T = 1, %.1f GFLOP per frame\n", ap.Used, asyncsim.VAEFLOPs(m.VAE)/1e9)
+	fmt.Fprintf(w, "vae      %d parameters streamed (the rank-4 graph at T = 1: last temporal taps, constants included), %.1f GFLOP per frame\n", ap, asyncsim.VAEFLOPs(m.VAE)/1e9)
 	fmt.Fprintf(w, "prefill  %d parameters streamed (of %d; trimmed last layer, time MLP folded), %.1f GFLOP\n", vp.Prefill, vp.Total, asyncsim.VideoPrefillFLOPs(m.Video)/1e9)
 	fmt.Fprintf(w, "expert   %d parameters; action_context takes %d (%.1f %%) and %.2f of %.2f GFLOP (%.1f %%) out of every step\n",
 		ep.Total, ep.Context, 100*float64(ep.Context)/float64(ep.Total), ef.Context/1e9, (ef.Step+ef.Context)/1e9, 100*ef.Context/(ef.Step+ef.Context))
