@@ -642,6 +642,6 @@ func (r *CacheReport) writeTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	ew.printf("caches   %s\n\n", r.Summary())
+	ew.printf("%s\n\n", r.Summary())
 	return ew.err
 }
