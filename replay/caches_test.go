@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"path/filepath"
 	"slices"
@@ -92,6 +93,31 @@ func TestWholePolicyCachesPass(t *testing.T) {
 	}
 	if rep.Compared() != n {
 		t.Errorf("%d chunks compared, want %d: the chunks are checked after the caches", rep.Compared(), n)
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Passed bool
+		Caches struct {
+			Passed             bool
+			Compared, Recorded int
+			Rows               []struct {
+				Status  string
+				Tensors []struct {
+					Name      string
+					MaxAbsErr *float64 `json:"max_abs_err"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(js.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || !res.Caches.Passed || res.Caches.Compared != n || res.Caches.Recorded != n || len(res.Caches.Rows) != n ||
+		len(res.Caches.Rows[0].Tensors) != 4 || res.Caches.Rows[0].Tensors[0].MaxAbsErr == nil || *res.Caches.Rows[0].Tensors[0].MaxAbsErr != 0 {
+		t.Errorf("JSON result %+v; want passed with %d caches compared", res, n)
 	}
 	var out bytes.Buffer
 	if err := rep.WriteTable(&out); err != nil {
@@ -206,9 +232,15 @@ func TestWholePolicyFlippedCacheElementFails(t *testing.T) {
 					t.Errorf("%s differs too: %+v", td.Name, td)
 				}
 			}
-			var out bytes.Buffer
+			var out, junit bytes.Buffer
 			if err := rep.WriteTable(&out); err != nil {
 				t.Fatal(err)
+			}
+			if err := rep.WriteJUnit(&junit); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(junit.String(), `<testcase name="cache kv_seq 1 stamp 1700000000.100000000" classname="replay.tampered" time="0">`+"\n      <failure message=") {
+				t.Errorf("JUnit does not fail the tampered cache's case:\n%s", junit.String())
 			}
 			if !strings.Contains(out.String(), "\nFAIL: caches 3 of 3 compared") {
 				t.Errorf("the table's summary does not lead with the caches' failure:\n%s", out.String())
