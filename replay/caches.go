@@ -90,7 +90,7 @@ type CacheReport struct {
 	MaxAbsErr    float64  // the tolerance; 0 is bit for bit
 	Caches       int      // VideoKVCache messages recorded
 	Contexts     int      // TextContext messages recorded
-	Observations int      // observations walked in the recording
+	Observations int      // observations in the recording (up to one that does not decode after the last cache)
 	Undecoded    int      // recorded VideoKVCache or TextContext messages that do not decode: failures
 	Rows         []CacheRow
 	Elapsed      time.Duration
@@ -497,6 +497,11 @@ func CompareCaches(ctx context.Context, rec *Recording, c CacheCheck, progressTo
 		rep.Rows = append(rep.Rows, row)
 	}
 	prog.Done(rep.Caches)
+	// The observations after the last cache are counted too (one that
+	// does not decode there ends the count: no cache depends on it).
+	for observations.ok {
+		observations.advance()
+	}
 	rep.Observations = walked
 	rep.Elapsed = time.Since(began)
 	return rep, nil

@@ -376,3 +376,34 @@ func f32ToF16(f float32) uint16 {
 	}
 	return sign | uint16(h)
 }
+
+// Caches recorded out of stamp order are still each matched with their
+// observation (the walk starts over).
+func TestCompareCachesOutOfOrder(t *testing.T) {
+	const n = 3
+	made := makeWholePolicyBag(t, n)
+	swapped := filepath.Join(t.TempDir(), "swapped")
+	rewriteBag(t, made, swapped, func(m *bag.Message) bool {
+		if m.Type == msgs.TypeVideoKVCache {
+			var kv msgs.VideoKVCache
+			if err := kv.UnmarshalCDR(m.Data); err != nil {
+				t.Fatal(err)
+			}
+			if stampOf(kv.Header).Equal(obsStamp(0)) {
+				m.LogTime = m.LogTime.Add(time.Second) // recorded after the others
+			}
+		}
+		return true
+	})
+	rec, err := replay.Scan(t.Context(), swapped, cpuParams(t).Topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := replay.CompareCaches(t.Context(), rec, replay.CacheCheck{Reader: testReader{}, World: tinyWorld(t)}, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Err() != nil || c.Compared() != n || c.Observations != n || !c.Rows[n-1].Stamp.Equal(obsStamp(0)) || !c.Rows[n-1].HasContext {
+		t.Fatalf("out-of-order caches: %d compared, last row %+v, %v; want %d, the first observation's last, with its context", c.Compared(), c.Rows[n-1], c.Err(), n)
+	}
+}
