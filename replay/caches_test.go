@@ -407,3 +407,24 @@ func TestCompareCachesOutOfOrder(t *testing.T) {
 		t.Fatalf("out-of-order caches: %d compared, last row %+v, %v; want %d, the first observation's last, with its context", c.Compared(), c.Rows[n-1], c.Err(), n)
 	}
 }
+
+// A world model of other widths than the recording's caches is refused
+// before any observation is run.
+func TestCompareCachesOtherModel(t *testing.T) {
+	made := makeWholePolicyBag(t, 1)
+	rec, err := replay.Scan(t.Context(), made, cpuParams(t).Topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tinyWorld(t)
+	w.d.VideoTokens++
+	_, err = replay.CompareCaches(t.Context(), rec, replay.CacheCheck{Reader: testReader{}, World: w}, nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "the world model emits [2 1 9 32]: give the world model the recording was made with") {
+		t.Errorf("CompareCaches with another world model: %v", err)
+	}
+	for _, tol := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if _, err := replay.CompareCaches(t.Context(), rec, replay.CacheCheck{Reader: testReader{}, World: tinyWorld(t), MaxAbsErr: tol}, nil, 0); err == nil {
+			t.Errorf("tolerance %v accepted", tol)
+		}
+	}
+}
