@@ -299,8 +299,14 @@ PARAMS
     pass "policy: policy.launch.py brought up the world model (active), the action expert (active) and the executor"
   else fail "policy: the nodes did not come up within 90 s (log $logs/policy.log)"; fi
   policy_rec=$logs/policy_rec
-  start_bg policy_record ros2 bag record -s mcap -o "$policy_rec" /video_kv_cache /text_context \
-    /action_chunk /robot_action_chunk /action
+  # The image bag's own topics (cameras, proprio, instruction) are recorded too, so that the replay
+  # checks each recorded cache against the world model on the observation it was computed from.
+  # --use-sim-time: the proprio (Float64MultiArray, no header) is stamped with its log time, which
+  # must be on the bag's clock, as the node's receive time is, to pair with the frames' stamps.
+  image_topics=$(sed -n 's/^ *name: \(\/[^ ]*\)$/\1/p' "$repo/golden/imagebag/metadata.yaml" | tr '\n' ' ')
+  # shellcheck disable=SC2086 # one word per topic
+  start_bg policy_record ros2 bag record -s mcap --use-sim-time -o "$policy_rec" /video_kv_cache /text_context \
+    /action_chunk /robot_action_chunk /action $image_topics
   policy_rec_pid=$last_pid
   # -r 0.2: the 4 observations over 1.5 s after 4 s of discovery; /clock at 200 Hz of bag time.
   if run policy_play 90 ros2 bag play "$repo/golden/imagebag" -d 4 -r 0.2 --clock 200; then
@@ -317,11 +323,14 @@ PARAMS
   else
     fail "policy: ${caches:-0} caches, ${chunks:-0} executable chunks, ${acts:-0} actions (want >= 3, >= 3, >= 1; logs $logs/policy.log, policy_info.log)"
   fi
-  # The recorded chunks against the node's on the recorded caches and contexts, bit for bit.
-  if run policy_replay 120 ros2 run fastwam_action_expert fastwam replay -p cpu.weights:="$tiny/weights.safetensors" \
-    -p cpu.video_tokens:=98 -p cpu.context_tokens:=129 "$policy_rec" && grep -q '^PASS' "$logs/policy_replay.log"; then
+  # Each recorded cache and context against the offline world model (the node's files) on the
+  # recorded observation of its stamp, bit for bit; then the recorded chunks against the node's on
+  # the recorded caches and contexts, bit for bit. At least 3 caches must have been compared.
+  if run policy_replay 180 ros2 run fastwam_action_expert fastwam replay -world "$world" -text-cache "$logs/text" \
+    -p cpu.weights:="$tiny/weights.safetensors" -p cpu.video_tokens:=98 -p cpu.context_tokens:=129 "$policy_rec" &&
+    grep '^PASS' "$logs/policy_replay.log" | grep -Eq 'caches ([3-9]|[1-9][0-9]+) of [0-9]+ compared with the world model .*: 0 differ'; then
     pass "policy: fastwam replay of the recording: $(grep '^PASS' "$logs/policy_replay.log")"
-  else fail "policy: fastwam replay of the recording (log $logs/policy_replay.log)"; fi
+  else fail "policy: fastwam replay of the recording, caches and chunks (log $logs/policy_replay.log; the caches need >= 3 compared, 0 differing)"; fi
   stop_launch "$policy_pid" policy
   echo "INFO $tag: the whole-policy step took $((SECONDS - t9)) s"
 fi

@@ -27,6 +27,9 @@ type jsonResult struct {
 	ElapsedS    float64     `json:"elapsed_s"`
 	Notes       []string    `json:"notes,omitempty"`
 	Chunks      []jsonChunk `json:"chunks"`
+	// Caches is the cache comparison of a whole-policy recording; absent
+	// when there was none.
+	Caches *jsonCaches `json:"caches,omitempty"`
 }
 
 type jsonGate struct {
@@ -111,6 +114,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 		}
 		out.Chunks = append(out.Chunks, c)
 	}
+	if r.Caches != nil {
+		out.Caches = r.Caches.toJSON()
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
@@ -167,6 +173,10 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 		Props: []junitProp{{"bag", r.Bag}, {"backend", r.BackendInfo},
 			{"min_cosine", strconv.FormatFloat(r.MinCosine, 'g', -1, 64)}, {"max_abs_err", strconv.FormatFloat(r.MaxAbsErr, 'g', -1, 64)}}}
 	class := "replay." + filepath.Base(r.Bag)
+	if r.Caches != nil {
+		cases, failures, skipped := r.Caches.junitCases(class)
+		suite.Cases, suite.Failures, suite.Skipped = append(suite.Cases, cases...), suite.Failures+failures, suite.Skipped+skipped
+	}
 	for _, row := range reportedRows(r) {
 		c := junitCase{Name: fmt.Sprintf("kv_seq %d stamp %s", row.KVSeq, fmtTime(row.Stamp)), ClassName: class, Time: "0"}
 		if row.Produced != nil {

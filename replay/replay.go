@@ -63,6 +63,13 @@ type Options struct {
 	// World runs the world model on the observations of an image bag
 	// (a Recording from ScanImages); not used otherwise.
 	World WorldModel
+
+	// Caches, for a whole-policy recording (a Recording from Scan of a
+	// bag that also holds the camera, proprio and instruction topics),
+	// compares the recorded VideoKVCache and TextContext messages with
+	// the offline world model's before the chunks are checked (see
+	// CompareCaches); Report.Caches holds the outcome. nil checks none.
+	Caches *CacheCheck
 }
 
 // fedInput is an input the replay fed to the node, by stamp.
@@ -126,6 +133,17 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 		if _, err := os.Stat(o.Output); err == nil {
 			return nil, fmt.Errorf("replay: output bag folder %s already exists", o.Output)
 		}
+	}
+	var caches *CacheReport
+	if o.Caches != nil {
+		if rec.World != nil {
+			return nil, errors.New("replay: an image bag records no world-model messages: its caches cannot be compared (Options.Caches is for a recording of the whole policy)")
+		}
+		c, err := CompareCaches(ctx, rec, *o.Caches, o.Progress, o.ProgressEvery)
+		if err != nil {
+			return nil, err
+		}
+		caches = c
 	}
 	inputs, closeInputs, err := rec.inputs(ctx, &o)
 	if err != nil {
@@ -237,6 +255,7 @@ func Run(ctx context.Context, rec *Recording, o Options) (*Report, error) {
 
 	rep := buildReport(rec, o, out, fed, log, plans.errs, interrupted)
 	rep.Stats = pl.node.Stats()
+	rep.Caches = caches
 	if rec.World != nil {
 		rep.ImageTopics = rec.World.Reader.Inputs()
 	}

@@ -93,6 +93,10 @@ type Report struct {
 	// topics, whose observations the world model turned into the inputs;
 	// nil for a bag of the node's inputs.
 	ImageTopics []string
+
+	// Caches compares the recorded world-model messages with the offline
+	// world model's (Options.Caches); nil when not checked.
+	Caches *CacheReport
 }
 
 // rowInputs is what the replay knows of a row's inputs when it judges it.
@@ -395,6 +399,22 @@ func (r *Report) nothingComparable() string {
 // names the failing chunks by kv_seq and stamp, or says that nothing was
 // comparable. Chunks that are not comparable fail nothing.
 func (r *Report) Err() error {
+	chunks := r.chunksErr()
+	if r.Caches == nil {
+		return chunks
+	}
+	caches := r.Caches.Err()
+	switch {
+	case caches == nil:
+		return chunks
+	case chunks == nil:
+		return caches
+	}
+	return fmt.Errorf("%w; and %w", caches, chunks)
+}
+
+// chunksErr is Err of the chunks alone.
+func (r *Report) chunksErr() error {
 	fails := r.Failures()
 	if len(fails) == 0 {
 		if r.comparable() == 0 && !r.Interrupted {
@@ -446,6 +466,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		gate += fmt.Sprintf(" and max |err| <= %g", r.MaxAbsErr)
 	}
 	ew.printf("gate     %s\n\n", gate)
+	if r.Caches != nil {
+		if err := r.Caches.writeTable(ew); err != nil {
+			return err
+		}
+	}
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "stamp\tkv_seq\tseq\tcosine\tmax|err|\tdenoise ms\trecorded ms\tverdict")
@@ -519,8 +544,26 @@ func (r *Report) recordedTied() int {
 	return n
 }
 
-// summary is the last line of the table: the gate's verdict.
+// summary is the last line of the table: the gate's verdict, with the
+// cache comparison's figures when there was one.
 func (r *Report) summary() string {
+	s := r.chunksSummary()
+	if r.Caches == nil {
+		return s
+	}
+	if r.Caches.Err() != nil {
+		if rest, ok := strings.CutPrefix(s, "PASS: "); ok {
+			s = "chunks: " + rest
+		} else if rest, ok := strings.CutPrefix(s, "FAIL: "); ok {
+			s = "chunks: FAIL: " + rest
+		}
+		return "FAIL: " + r.Caches.Summary() + "; " + s
+	}
+	return s + "; " + r.Caches.Summary()
+}
+
+// chunksSummary is the chunks' verdict.
+func (r *Report) chunksSummary() string {
 	fails, compared := len(r.Failures()), r.Compared()
 	lowest, largest := 1.0, 0.0
 	for _, row := range r.Rows {

@@ -205,8 +205,10 @@ type WorldRecording struct {
 
 // IsImageBag reports whether the bag at path is an image bag for r: it
 // has none of the node's input topics (topics.KVCache, topics.Context)
-// and every topic r reads. A bag with both is an error (which inputs to
-// replay would be a guess).
+// and every topic r reads. A bag with both is a recording of the whole
+// policy, not an image bag: its recorded inputs are replayed (Scan) and
+// its caches can be checked against the world model (HasObservations,
+// Options.Caches).
 func IsImageBag(ctx context.Context, path string, topics params.Topics, r ObservationReader) (bool, error) {
 	b, err := bag.OpenWith(ctx, path, bag.ReaderOptions{Topics: []string{topics.Actions}})
 	if err != nil {
@@ -217,13 +219,12 @@ func IsImageBag(ctx context.Context, path string, topics params.Topics, r Observ
 	for _, t := range b.Topics() {
 		has[t.Name] = true
 	}
-	node := has[topics.KVCache] || has[topics.Context]
+	if has[topics.KVCache] || has[topics.Context] {
+		return false, nil
+	}
 	images := len(r.Inputs()) > 0
 	for _, name := range r.Inputs() {
 		images = images && has[name]
-	}
-	if node && images {
-		return false, fmt.Errorf("replay: bag %s holds both the node's inputs (%s, %s) and camera inputs; replay one kind: make a bag of either", path, topics.KVCache, topics.Context)
 	}
 	return images, nil
 }

@@ -368,13 +368,20 @@ func TestImageBagRefusals(t *testing.T) {
 	if ok, err := replay.IsImageBag(t.Context(), regressionBag(t), p.Topics, testReader{}); ok || err != nil {
 		t.Errorf("IsImageBag(regression bag) = %v, %v; want false, nil", ok, err)
 	}
-	// A bag of both kinds is refused.
+	// A bag of both kinds is a whole-policy recording: its recorded
+	// inputs are replayed, its caches checked (caches_test.go).
 	both := filepath.Join(t.TempDir(), "both")
 	src := filepath.Join(t.TempDir(), "images")
 	writeImageBag(t, src, 1, nil)
 	copyTopics(t, both, []topicSource{{src, testReader{}.Inputs()}, {regressionBag(t), []string{p.Topics.KVCache, p.Topics.Context}}})
-	if _, err := replay.IsImageBag(t.Context(), both, p.Topics, testReader{}); err == nil || !strings.Contains(err.Error(), "both") {
-		t.Errorf("IsImageBag(both kinds) error %v; want one saying it holds both", err)
+	if ok, err := replay.IsImageBag(t.Context(), both, p.Topics, testReader{}); ok || err != nil {
+		t.Errorf("IsImageBag(both kinds) = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := replay.HasObservations(t.Context(), both, testReader{}); !ok || err != nil {
+		t.Errorf("HasObservations(both kinds) = %v, %v; want true, nil", ok, err)
+	}
+	if ok, err := replay.HasObservations(t.Context(), regressionBag(t), testReader{}); ok || err != nil {
+		t.Errorf("HasObservations(regression bag) = %v, %v; want false, nil", ok, err)
 	}
 	// Run of an image recording without a world model.
 	rec, err := replay.ScanImages(t.Context(), src, p.Topics, testReader{}, tinyWorld(t).Dims())

@@ -37,6 +37,12 @@ type MakeImageOptions struct {
 	Timeout  time.Duration
 	Logger   node.Logger
 	Progress io.Writer
+	// RecordWorld also records the world model's TextContext and
+	// VideoKVCache for each observation, on the node's input topics, as
+	// `ros2 bag record` of the whole policy does: a replay then checks
+	// those caches against the world model (Options.Caches) and replays
+	// the chunks on them.
+	RecordWorld bool
 }
 
 // MakeImageBag writes a regression bag of the whole policy: the camera,
@@ -44,8 +50,9 @@ type MakeImageOptions struct {
 // observations the ActionChunk the node published when fed the world
 // model's VideoKVCache and TextContext for it (as Run feeds them from an
 // image bag: seq k for observation k, stamped with the observation). The
-// world model's messages themselves are not recorded: replaying the bag
-// runs the world model again.
+// world model's messages themselves are recorded only with
+// o.RecordWorld; without them, replaying the bag runs the world model
+// again.
 func MakeImageBag(ctx context.Context, o MakeImageOptions) (*MakeResult, error) {
 	switch {
 	case o.Dir == "":
@@ -140,6 +147,16 @@ func (o *MakeImageOptions) write(ctx context.Context, dir string, n int, start t
 			return 0, nil, fmt.Errorf("replay: make bag: %w", err)
 		}
 	}
+	if o.RecordWorld {
+		for _, t := range []struct {
+			name, typ string
+			qos       params.QoS
+		}{{o.Params.Topics.Context, msgs.TypeTextContext, o.Params.QoS.Context}, {o.Params.Topics.KVCache, msgs.TypeVideoKVCache, o.Params.QoS.KVCache}} {
+			if err := w.AddTopic(t.name, t.typ, bagQoS(t.qos)); err != nil {
+				return 0, nil, fmt.Errorf("replay: make bag: %w", err)
+			}
+		}
+	}
 	count := 0
 	for m, err := range src.Messages(ctx) {
 		if err != nil {
@@ -155,7 +172,7 @@ func (o *MakeImageOptions) write(ctx context.Context, dir string, n int, start t
 	defer stop()
 	out := NewWorldOutput(o.World.Dims())
 	cs := chunkSource{
-		chunks: n,
+		chunks: n, recordInputs: o.RecordWorld,
 		next: func(k int) (time.Time, [2]bag.Message, error) {
 			obs, err, ok := next()
 			switch {

@@ -28,6 +28,8 @@ type replayOpts struct {
 	backend  string
 	minCos   float64
 	maxErr   float64
+	caches   bool    // -caches: check a whole-policy recording's caches
+	cacheErr float64 // -cache-max-err: their tolerance, 0 bit for bit
 	timeout  time.Duration
 	out      string
 	plot     string
@@ -64,11 +66,21 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		"inputs is an image bag: each observation runs through the world model (-world, default the\n"+
 		"embedded tiny one) and its VideoKVCache and TextContext are fed to the node as a bag of them\n"+
 		"would be, seq k for observation k; the chunks are compared alike (`fastwam bag make -images`\n"+
-		"writes such a bag).")
+		"writes such a bag).\n"+
+		"A recording of the whole policy holds both: the camera, proprio and instruction topics AND\n"+
+		"the world model's VideoKVCache and TextContext. Each recorded cache is first checked against\n"+
+		"the world model (-world, as above) run on the recording's observation of the cache's stamp:\n"+
+		"K, V, context and mask, max |err| and cosine, bit for bit unless -cache-max-err (the same Go\n"+
+		"code on the same machine gives the same bits; another OpenBLAS core type, -world-blas or\n"+
+		"-world-backend changes the last ones). A cache with no observation of its stamp (a recording\n"+
+		"started mid-stream) is NOT COMPARABLE and fails nothing; a cache that differs fails, naming\n"+
+		"the stamp, the tensor and the error. Then the chunks are replayed on the recorded caches.")
 	var o replayOpts
 	fs.StringVar(&o.backend, "backend", params.BackendCPU, "step backend: cpu or htp")
 	fs.Float64Var(&o.minCos, "min-cos", replay.DefaultMinCosine, "gate: lowest cosine of a chunk to its recorded one")
 	fs.Float64Var(&o.maxErr, "max-err", 0, "gate: largest max |error| of a chunk (0: not checked)")
+	fs.BoolVar(&o.caches, "caches", true, "with a recording of the whole policy (camera topics and the world model's caches), check the recorded caches against the world model before the chunks")
+	fs.Float64Var(&o.cacheErr, "cache-max-err", 0, "tolerance of the cache check: largest |error| of a K, V or context value (0: bit for bit)")
 	fs.DurationVar(&o.timeout, "timeout", replay.DefaultChunkTimeout, "longest wait for one chunk")
 	fs.StringVar(&o.out, "o", "", "write the produced chunks and the diagnostics to this new bag folder")
 	fs.StringVar(&o.plot, "plot", "", "write a PNG to this file: per-chunk 1 - cosine and max |error| against the gate, the residual (replayed - recorded) of each action dimension, denoise time")
@@ -98,6 +110,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err := checkRanges(
 		cosineRange(o.minCos),
 		floatRange("max-err", o.maxErr, 0, math.MaxFloat64, "0: not checked"),
+		floatRange("cache-max-err", o.cacheErr, 0, math.MaxFloat64, "0: bit for bit"),
 		durationRange("timeout", o.timeout, maxChunkTimeout),
 		cpuThreadsRange(o.cpu.threads),
 	); err != nil {
@@ -153,10 +166,29 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		defer cleanup()
 		rec, err = replay.ScanImages(ctx, path, p.Topics, images, wm.Dims())
 	} else {
-		if set := worldFlagsSet(o.set); set != "" {
+		hasObs, err := replay.HasObservations(ctx, path, images)
+		if err != nil {
+			return err
+		}
+		switch set := worldFlagsSet(o.set); {
+		case hasObs && o.caches:
+			var cleanup func()
+			if wm, cleanup, err = o.world.open(ctx); err != nil {
+				return err
+			}
+			defer cleanup()
+		case set != "" && !hasObs:
 			return usageError("-%s: bag %s holds the node's inputs, not camera images: the world model is not run", set, label)
+		case set != "":
+			return usageError("-%s: -caches=false: the world model is not run", set)
+		}
+		if o.set["cache-max-err"] && wm == nil {
+			return usageError("-cache-max-err: bag %s has no caches to check (it needs the camera topics %s besides the node's inputs, and -caches)", label, strings.Join(images.Inputs(), ", "))
 		}
 		rec, err = replay.Scan(ctx, path, p.Topics)
+		if err != nil {
+			return err
+		}
 	}
 	if err != nil {
 		return err
@@ -176,8 +208,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		Output: o.out, Logger: replay.NewLogger(stderr, o.node.verbose),
 	}
 	if wm != nil {
-		ro.World = wm
 		ro.BackendInfo = desc + "; world model " + wm.desc
+		if isImages {
+			ro.World = wm
+		} else {
+			ro.Caches = &replay.CacheCheck{Reader: images, World: wm, MaxAbsErr: o.cacheErr}
+		}
 	}
 	ro.Progress, _ = progressOut(o.progress, stderr, rec.KVCount > progressAutoMin)
 	rep, runErr := replay.Run(ctx, rec, ro)
