@@ -36,6 +36,7 @@ type VAEEncoder struct {
 	gemm    cpu.Gemm
 	pool    *workerPool // the element-wise work
 	rmsc    rmscTask
+	avg     avgDownTask
 	padT    padTask
 	compact compactTask
 
@@ -141,7 +142,8 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 		if s != 3 {
 			fs = 2
 		}
-		addAvgDown(z, x0, dims[s], dims[s+1], h, wd, ft, fs)
+		e.avg = avgDownTask{y: z, x0: x0, in: dims[s], out: dims[s+1], h: h, w: wd, ft: ft, fs: fs}
+		e.pool.run(dims[s+1], dims[s]*h*wd, &e.avg)
 		// The stage's output becomes e.a; the buffers rotate.
 		e.a, e.b, e.c = z, x0, other(e.b, e.c, z, x0)
 		x, h, wd = e.a, oh, ow
@@ -244,28 +246,43 @@ func patchify(p, x []float32, H, W int) {
 // norms and each value are computed in float64 and rounded once. The rows
 // are shared among the encoder's workers.
 func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded bool) {
-	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, silu: silu, padded: padded, norm: e.norm}
+	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm}
 	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
-// rmscTask is rmscSilu over a range of image rows.
+// rmscSiluWide is rmscSilu (SiLU, into e.pad) of a stride-1 3×3
+// convolution's output still in e.wide (rows w + 2 wide) plus its bias
+// (in float32, as conv3 would have added it).
+func (e *VAEEncoder) rmscSiluWide(gamma, bias []float32, c, h, w int) {
+	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm}
+	e.pool.run(h, c*h*w, &e.rmsc)
+}
+
+// rmscTask is rmscSilu over a range of image rows. Its input x is
+// [c, h, xwp] (the first w columns of each row used), plus bias[channel]
+// when bias is not nil.
 type rmscTask struct {
-	y, x, gamma  []float32
-	c, h, w      int
-	silu, padded bool
-	norm         []float64
+	y, x, gamma, bias []float32
+	c, h, w, xwp      int
+	silu, padded      bool
+	norm              []float64
 }
 
 func (t *rmscTask) run(lo, hi int) {
 	c, h, w := t.c, t.h, t.w
-	n := h * w
 	ss := t.norm[lo*w : hi*w]
 	clear(ss)
+	var b float32
 	for ch := range c {
-		row := t.x[ch*n+lo*w : ch*n+hi*w]
-		for i, v := range row {
-			f := float64(v)
-			ss[i] += f * f
+		if t.bias != nil {
+			b = t.bias[ch]
+		}
+		for r := lo; r < hi; r++ {
+			row, s := t.x[(ch*h+r)*t.xwp:][:w], ss[(r-lo)*w:][:w]
+			for i, v := range row {
+				f := float64(v + b)
+				s[i] += f * f
+			}
 		}
 	}
 	sc := math.Sqrt(float64(c))
@@ -274,13 +291,16 @@ func (t *rmscTask) run(lo, hi int) {
 	}
 	// The output layout: plane length, row width and the first pixel's
 	// offset.
-	plane, wp, off := n, w, 0
+	plane, wp, off := h*w, w, 0
 	if t.padded {
 		wp = w + 2
 		plane, off = (h+2)*wp, wp+1
 	}
 	for ch := range c {
 		g := float64(t.gamma[ch])
+		if t.bias != nil {
+			b = t.bias[ch]
+		}
 		p := t.y[ch*plane : (ch+1)*plane]
 		if t.padded {
 			if lo == 0 {
@@ -294,17 +314,17 @@ func (t *rmscTask) run(lo, hi int) {
 			if t.padded {
 				p[(r+1)*wp], p[(r+1)*wp+w+1] = 0, 0
 			}
-			rmscSiluRow(p[off+r*wp:][:w], t.x[ch*n+r*w:][:w], ss[(r-lo)*w:][:w], g, t.silu)
+			rmscSiluRow(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
 		}
 	}
 }
 
-// rmscSiluRow writes one row of one channel: o = x·s·g, then SiLU when silu
-// is set, in float64, rounded once.
-func rmscSiluRow(o, x []float32, s []float64, g float64, silu bool) {
+// rmscSiluRow writes one row of one channel: o = (x + b)·s·g (the sum in
+// float32), then SiLU when silu is set, in float64, rounded once.
+func rmscSiluRow(o, x []float32, b float32, s []float64, g float64, silu bool) {
 	if !silu {
 		for i, v := range x {
-			o[i] = float32(float64(v) * s[i] * g)
+			o[i] = float32(float64(v+b) * s[i] * g)
 		}
 		return
 	}
@@ -316,7 +336,7 @@ func rmscSiluRow(o, x []float32, s []float64, g float64, silu bool) {
 		r, ob := x[b0:min(b0+block, len(x))], o[b0:min(b0+block, len(x))]
 		sb, fb, eb := s[b0:b0+len(r)], f[:len(r)], ex[:len(r)]
 		for i, v := range r {
-			fb[i] = float64(v) * sb[i] * g
+			fb[i] = float64(v+b) * sb[i] * g
 			eb[i] = -fb[i]
 		}
 		kernels.Exp(eb)
@@ -327,7 +347,9 @@ func rmscSiluRow(o, x []float32, s []float64, g float64, silu bool) {
 }
 
 // resBlock writes ResBlock(x) (spec §4.3) into y; y must not be x, and the
-// block uses e.pad, e.wide (and e.s for the shortcut) as scratch.
+// block uses e.pad, e.wide (and e.s for the shortcut) as scratch. The
+// first convolution's output goes from e.wide straight into the second
+// RMSc.
 func (e *VAEEncoder) resBlock(y, x []float32, rb *ResBlock, h, w int) {
 	n := h * w
 	in, out := rb.Conv2.In, rb.Conv2.Out
@@ -337,21 +359,22 @@ func (e *VAEEncoder) resBlock(y, x []float32, rb *ResBlock, h, w int) {
 		short = e.s[:out*n]
 	}
 	e.rmscSilu(e.pad, x[:in*n], rb.Gamma0, in, h, w, true, true)
-	e.conv3(y, &rb.Conv2, h, w, 1, nil)
-	e.rmscSilu(e.pad, y[:out*n], rb.Gamma3, out, h, w, true, true)
+	e.conv3Products(&rb.Conv2, h, w, 1)
+	e.rmscSiluWide(rb.Gamma3, rb.Conv2.B, out, h, w)
 	e.conv3(y, &rb.Conv6, h, w, 1, short)
 }
 
 // addAvgDown adds AvgDown(x0; in → out, ft, fs) (spec §4.5) to y
 // [out, h/fs, w/fs], x0 being [in, h, w]: the channels of x0's
 // (time, row, column) folding, time padded in front with ft − 1 zero
-// frames, averaged in groups of g = in·ft·fs²/out.
-func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs int) {
+// frames, averaged in groups of g = in·ft·fs²/out; the output channels
+// o0..o1−1 only.
+func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs, o0, o1 int) {
 	oh, ow := h/fs, w/fs
 	per := ft * fs * fs // folded channels per input channel
 	g := in * per / out
 	inv := 1 / float32(g)
-	for o := range out {
+	for o := o0; o < o1; o++ {
 		dst := y[o*oh*ow : (o+1)*oh*ow]
 		for k := range g {
 			q := o*g + k
@@ -369,6 +392,16 @@ func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs int) {
 			}
 		}
 	}
+}
+
+// avgDownTask is addAvgDown over a range of output channels.
+type avgDownTask struct {
+	y, x0                 []float32
+	in, out, h, w, ft, fs int
+}
+
+func (t *avgDownTask) run(lo, hi int) {
+	addAvgDown(t.y, t.x0, t.in, t.out, t.h, t.w, t.ft, t.fs, lo, hi)
 }
 
 // attention adds the middle attention block (spec §4.7) to x [c, n] in

@@ -55,10 +55,20 @@ func padGeometry(h, w, stride int) (wp, plane, phases int) {
 // conv3 writes the 3×3 convolution cv with the given stride of the input
 // e.pad already holds (laid out for cv.In channels of h × w, see above)
 // into y [Out, oh, ow], adding the bias and, when add is not nil, add
-// [Out, oh, ow] (which may be y itself only when it is not, as y is
-// written last).
+// [Out, oh, ow] (each value of add is read before y's at its index is
+// written).
 func (e *VAEEncoder) conv3(y []float32, cv *Conv, h, w, stride int, add []float32) {
+	e.conv3Products(cv, h, w, stride)
 	oh, ow := h/stride, w/stride
+	wp, _, _ := padGeometry(h, w, stride)
+	e.compact = compactTask{y: y, src: e.wide, add: add, bias: cv.B, oh: oh, ow: ow, wp: wp}
+	e.pool.run(cv.Out, cv.Out*oh*ow, &e.compact)
+}
+
+// conv3Products leaves the 3×3 convolution cv's products, without the
+// bias, in e.wide [Out, oh, wp].
+func (e *VAEEncoder) conv3Products(cv *Conv, h, w, stride int) {
+	oh := h / stride
 	wp, plane, _ := padGeometry(h, w, stride)
 	nw := oh * wp
 	oi := cv.Out * cv.In
@@ -79,8 +89,6 @@ func (e *VAEEncoder) conv3(y []float32, cv *Conv, h, w, stride int, add []float3
 				e.pad[src+off:], plane, beta, wide, nw)
 		}
 	}
-	e.compact = compactTask{y: y, src: wide, add: add, bias: cv.B, oh: oh, ow: ow, wp: wp}
-	e.pool.run(cv.Out, cv.Out*oh*ow, &e.compact)
 }
 
 // conv1x1 writes the 1×1 convolution cv of x [In, n] into y [Out, n]: one
