@@ -37,7 +37,8 @@ type VAEEncoder struct {
 	pool    *workerPool // the element-wise work
 	rmsc    rmscTask
 	avg     avgDownTask
-	padT    padTask
+	patch   patchTask
+	phase   phaseTask
 	compact compactTask
 
 	a, b, c, t, s []float32           // activations, each of the largest activation's length
@@ -118,9 +119,9 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 	w := e.w
 	dims := vaeDims(w.Dim)
 	h, wd := H/2, W/2
-	patchify(e.t, image, H, W)
+	e.patch = patchTask{pad: e.pad, x: image, H: H, W: W}
+	e.pool.run(12, 3*H*W, &e.patch)
 	x := e.a
-	e.padInput(e.t, 12, h, wd, 1)
 	e.conv3(x, &w.Conv1, h, wd, 1, nil)
 	e.emit("conv1", x, dims[0], h, wd)
 	for s := range 4 {
@@ -131,7 +132,7 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 		oh, ow := h, wd
 		if st.Down != nil {
 			oh, ow = h/2, wd/2
-			e.padInput(z, dims[s+1], h, wd, 2)
+			e.phaseInput(z, dims[s+1], h, wd)
 			e.conv3(y, st.Down, h, wd, 2, nil)
 			z = y
 		}
@@ -218,22 +219,31 @@ func (e *VAEEncoder) emit(name string, x []float32, c, h, w int) {
 	}
 }
 
-// patchify writes the space-to-depth of image [3, H, W] into p
-// [12, H/2, W/2] with the column offset r before the row offset q in the
-// channel index (spec §4.2): p[c·4 + 2r + q, i, j] = x[c, 2i + q, 2j + r].
-func patchify(p, x []float32, H, W int) {
+// patchTask writes the space-to-depth of image x [3, H, W] (spec §4.2)
+// into pad, laid out for a stride-1 3×3 convolution of [12, H/2, W/2],
+// over a range of its 12 channels. The column offset r comes before the
+// row offset q in the channel index: channel c·4 + 2r + q holds
+// x[c, 2i + q, 2j + r] at (i, j).
+type patchTask struct {
+	pad, x []float32
+	H, W   int
+}
+
+func (t *patchTask) run(lo, hi int) {
+	H, W := t.H, t.W
 	h, w := H/2, W/2
-	for c := range 3 {
-		for q := range 2 {
-			for r := range 2 {
-				dst := p[(c*4+2*r+q)*h*w:]
-				for i := range h {
-					src := x[c*H*W+(2*i+q)*W+r:]
-					d := dst[i*w : (i+1)*w]
-					for j := range d {
-						d[j] = src[2*j]
-					}
-				}
+	wp, plane, _ := padGeometry(h, w, 1)
+	for ch := lo; ch < hi; ch++ {
+		c, r, q := ch/4, ch%4/2, ch%2
+		p := t.pad[ch*plane : (ch+1)*plane]
+		clear(p[:wp])
+		clear(p[(h+1)*wp:])
+		for i := range h {
+			d := p[(i+1)*wp : (i+2)*wp]
+			d[0], d[w+1] = 0, 0
+			src := t.x[c*H*W+(2*i+q)*W+r:]
+			for j := range w {
+				d[j+1] = src[2*j]
 			}
 		}
 	}

@@ -130,36 +130,25 @@ func (t *compactTask) run(lo, hi int) {
 	}
 }
 
-// padInput writes x [c, h, w] into e.pad laid out for a 3×3 convolution
-// with the given stride.
-func (e *VAEEncoder) padInput(x []float32, c, h, w, stride int) {
-	e.padT = padTask{pad: e.pad, x: x, c: c, h: h, w: w, stride: stride}
-	e.pool.run(c, c*h*w, &e.padT)
+// phaseInput writes x [c, h, w] into e.pad as its four phases, laid out
+// for a stride-2 3×3 convolution.
+func (e *VAEEncoder) phaseInput(x []float32, c, h, w int) {
+	e.phase = phaseTask{pad: e.pad, x: x, c: c, h: h, w: w}
+	e.pool.run(c, c*h*w, &e.phase)
 }
 
-// padTask is padInput over a range of channels.
-type padTask struct {
-	pad, x          []float32
-	c, h, w, stride int
+// phaseTask is phaseInput over a range of channels.
+type phaseTask struct {
+	pad, x  []float32
+	c, h, w int
 }
 
-func (t *padTask) run(lo, hi int) {
+func (t *phaseTask) run(lo, hi int) {
 	h, w := t.h, t.w
-	wp, plane, _ := padGeometry(h, w, t.stride)
+	oh, ow := h/2, w/2
+	wp, plane, _ := padGeometry(h, w, 2)
 	for ci := lo; ci < hi; ci++ {
 		x := t.x[ci*h*w : (ci+1)*h*w]
-		if t.stride == 1 {
-			p := t.pad[ci*plane : (ci+1)*plane]
-			clear(p[:wp])
-			clear(p[(h+1)*wp:])
-			for r := range h {
-				d := p[(r+1)*wp : (r+2)*wp]
-				d[0], d[w+1] = 0, 0
-				copy(d[1:w+1], x[r*w:(r+1)*w])
-			}
-			continue
-		}
-		oh, ow := h/2, w/2
 		for a := range 2 {
 			for b := range 2 {
 				p := t.pad[((2*a+b)*t.c+ci)*plane:][:plane]
