@@ -18,31 +18,35 @@ import (
 // fourth power of the side.
 const MaxVAESide = 1024
 
-// colCap is the im2col buffer's length in float32 (16 MB): a convolution
-// is computed in bands of output rows whose columns fit in it.
-const colCap = 1 << 22
-
 // VAEEncoder runs the Wan2.2 VAE encoder at T = 1 (one frame) as rank-3
 // operations on [C, h, w] activations (spec §4): a [3, H, W] image in
 // [−1, 1] to the normalised latent mean [48, H/16, W/16]. Its scratch is
-// made once, for one image size; RMSc, SiLU and im2col are shared among
-// GOMAXPROCS goroutines, persistent workers of the encoder started on the
-// first Encode (results do not depend on their number), so an Encode
-// allocates nothing. Close stops them (so does the garbage collector, once
+// made once, for one image size; RMSc, SiLU and the copies around the
+// convolutions' products are shared among GOMAXPROCS goroutines,
+// persistent workers of the encoder started on the first Encode (results
+// do not depend on their number), so an Encode allocates nothing. The 3×3
+// convolutions are nine products each, on the input with its zero border
+// (vaeconv.go); the encoder keeps their weights reordered tap by tap, a
+// second copy of nearly all the weights. Close stops them (so does the garbage collector, once
 // the encoder is unreachable). A VAEEncoder is not safe for concurrent use.
 type VAEEncoder struct {
-	w      *VAEWeights
-	height int
-	width  int
-	gemm   cpu.Gemm
-	pool   *workerPool // the element-wise work and im2col
-	rmsc   rmscTask
-	im2c   im2colTask
+	w       *VAEWeights
+	height  int
+	width   int
+	gemm    cpu.Gemm
+	pool    *workerPool // the element-wise work
+	rmsc    rmscTask
+	avg     avgDownTask
+	patch   patchTask
+	phase   phaseTask
+	compact compactTask
 
-	a, b, c, t, s []float32 // activations, each of the largest activation's length
-	col           []float32 // im2col bands
-	norm          []float64 // per-pixel factors of RMSc
-	scores        []float32 // the attention's [n, n]
+	a, b, c, t, s []float32           // activations, each of the largest activation's length
+	pad           []float32           // a 3×3 convolution's input with its zero border (vaeconv.go)
+	wide          []float32           // a 3×3 convolution's output rows, padded width
+	taps          map[*Conv][]float32 // each 3×3 convolution's weights tap by tap (convTaps)
+	norm          []float64           // per-pixel factors of RMSc
+	scores        []float32           // the attention's [n, n]
 	invStd        [LatentChannels]float32
 
 	// trace, when set (tests), sees each stage boundary's activation.
@@ -51,7 +55,8 @@ type VAEEncoder struct {
 
 // NewVAEEncoder makes an encoder for height × width images (positive
 // multiples of 16, at most MaxVAESide) computing its products with gemm
-// (nil: gonum's pure Go; see cpu.PickGemm).
+// (nil: gonum's pure Go; see cpu.PickGemm). It copies the 3×3
+// convolutions' weights, reordered; w must not change afterwards.
 func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
@@ -67,16 +72,16 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 	n := p / 64             // tokens of the middle attention
 	act := max(12, d) * p
 	act = max(act, 12*d*n, 2*LatentChannels*n)
-	// A band is at least one output row of a 3×3 convolution, the widest
-	// of which is 9·max(12, d) by W/2; colCap holds several unless the
-	// image is very wide, and no band is larger than a whole convolution's.
-	col := max(colCap, 9*max(12, d)*(width/2))
-	col = min(col, 9*max(12, d)*p)
+	pad, wide := padLength(w, height, width)
 	e := &VAEEncoder{
 		w: w, height: height, width: width, gemm: gemm, pool: newWorkerPool(runtime.GOMAXPROCS(0)),
 		a: make([]float32, act), b: make([]float32, act), c: make([]float32, act),
 		t: make([]float32, act), s: make([]float32, act),
-		col: make([]float32, col), norm: make([]float64, p), scores: make([]float32, n*n),
+		pad: make([]float32, pad), wide: make([]float32, wide), taps: map[*Conv][]float32{},
+		norm: make([]float64, p), scores: make([]float32, n*n),
+	}
+	for _, cv := range allConv3(w) {
+		e.taps[cv] = convTaps(cv)
 	}
 	for i, s := range vaeLatentStd {
 		e.invStd[i] = 1 / s // upstream's reciprocal in float32 (spec §4.9)
@@ -114,9 +119,10 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 	w := e.w
 	dims := vaeDims(w.Dim)
 	h, wd := H/2, W/2
-	patchify(e.t, image, H, W)
+	e.patch = patchTask{pad: e.pad, x: image, H: H, W: W}
+	e.pool.run(12, 3*H*W, &e.patch)
 	x := e.a
-	e.conv(x, e.t, &w.Conv1, h, wd, 1)
+	e.conv3(x, &w.Conv1, h, wd, 1, nil)
 	e.emit("conv1", x, dims[0], h, wd)
 	for s := range 4 {
 		st := &w.Stages[s]
@@ -126,7 +132,8 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 		oh, ow := h, wd
 		if st.Down != nil {
 			oh, ow = h/2, wd/2
-			e.conv(y, z, st.Down, h, wd, 2)
+			e.phaseInput(z, dims[s+1], h, wd)
+			e.conv3(y, st.Down, h, wd, 2, nil)
 			z = y
 		}
 		ft, fs := 1, 1
@@ -136,7 +143,8 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 		if s != 3 {
 			fs = 2
 		}
-		addAvgDown(z, x0, dims[s], dims[s+1], h, wd, ft, fs)
+		e.avg = avgDownTask{y: z, x0: x0, in: dims[s], out: dims[s+1], h: h, w: wd, ft: ft, fs: fs}
+		e.pool.run(dims[s+1], dims[s]*h*wd, &e.avg)
 		// The stage's output becomes e.a; the buffers rotate.
 		e.a, e.b, e.c = z, x0, other(e.b, e.c, z, x0)
 		x, h, wd = e.a, oh, ow
@@ -147,11 +155,11 @@ func (e *VAEEncoder) Encode(latent, image []float32) error {
 	e.attention(e.b, h*wd)
 	e.resBlock(x, e.b, &w.Middle2, h, wd)
 	e.emit("middle", x, c, h, wd)
-	e.rmscSilu(e.t[:c*h*wd], x[:c*h*wd], w.HeadGamma, c, h*wd, true)
-	e.conv(e.b, e.t, &w.Head, h, wd, 1)
+	e.rmscSilu(e.pad, x[:c*h*wd], w.HeadGamma, c, h, wd, true, true)
+	e.conv3(e.b, &w.Head, h, wd, 1, nil)
 	e.emit("head", e.b, 2*LatentChannels, h, wd)
 	n := h * wd
-	e.conv(latent, e.b, &w.Out, h, wd, 1)
+	e.conv1x1(latent, e.b, &w.Out, n)
 	e.emit("mu", latent, LatentChannels, h, wd)
 	for ch := range LatentChannels {
 		m, inv := vaeLatentMean[ch], e.invStd[ch]
@@ -211,209 +219,172 @@ func (e *VAEEncoder) emit(name string, x []float32, c, h, w int) {
 	}
 }
 
-// patchify writes the space-to-depth of image [3, H, W] into p
-// [12, H/2, W/2] with the column offset r before the row offset q in the
-// channel index (spec §4.2): p[c·4 + 2r + q, i, j] = x[c, 2i + q, 2j + r].
-func patchify(p, x []float32, H, W int) {
+// patchTask writes the space-to-depth of image x [3, H, W] (spec §4.2)
+// into pad, laid out for a stride-1 3×3 convolution of [12, H/2, W/2],
+// over a range of its 12 channels. The column offset r comes before the
+// row offset q in the channel index: channel c·4 + 2r + q holds
+// x[c, 2i + q, 2j + r] at (i, j).
+type patchTask struct {
+	pad, x []float32
+	H, W   int
+}
+
+func (t *patchTask) run(lo, hi int) {
+	H, W := t.H, t.W
 	h, w := H/2, W/2
-	for c := range 3 {
-		for q := range 2 {
-			for r := range 2 {
-				dst := p[(c*4+2*r+q)*h*w:]
-				for i := range h {
-					src := x[c*H*W+(2*i+q)*W+r:]
-					d := dst[i*w : (i+1)*w]
-					for j := range d {
-						d[j] = src[2*j]
-					}
-				}
+	wp, plane, _ := padGeometry(h, w, 1)
+	for ch := lo; ch < hi; ch++ {
+		c, r, q := ch/4, ch%4/2, ch%2
+		p := t.pad[ch*plane : (ch+1)*plane]
+		clear(p[:wp])
+		clear(p[(h+1)*wp:])
+		for i := range h {
+			d := p[(i+1)*wp : (i+2)*wp]
+			d[0], d[w+1] = 0, 0
+			src := t.x[c*H*W+(2*i+q)*W+r:]
+			for j := range w {
+				d[j+1] = src[2*j]
 			}
 		}
 	}
 }
 
-// conv writes the convolution cv of x [In, h, w] into y [Out, oh, ow]: a
-// 1×1 convolution is one product; a 3×3 one with stride 1 pads a zero
-// border of 1 (conv3, spec §4.1) and one with stride 2 pads one zero
-// column on the right and one zero row at the bottom (Down, spec §4.4),
-// each as im2col bands times the kernel.
-func (e *VAEEncoder) conv(y, x []float32, cv *Conv, h, w, stride int) {
-	oh, ow := h/stride, w/stride
-	n := oh * ow
-	y = y[:cv.Out*n]
-	if cv.K == 1 {
-		e.gemm.Sgemm(blas.NoTrans, blas.NoTrans, cv.Out, n, cv.In, 1, cv.W, cv.In, x[:cv.In*n], n, 0, y, n)
-	} else {
-		k := cv.In * cv.K * cv.K
-		pad := 1
-		if stride == 2 {
-			pad = 0
-		}
-		band := max(1, len(e.col)/(k*ow))
-		for r0 := 0; r0 < oh; r0 += band {
-			r1 := min(oh, r0+band)
-			m := (r1 - r0) * ow
-			col := e.col[:k*m]
-			e.im2c = im2colTask{col: col, x: x, h: h, w: w, k: cv.K, stride: stride, pad: pad, r0: r0, r1: r1, ow: ow}
-			e.pool.run(cv.In, len(col), &e.im2c)
-			e.gemm.Sgemm(blas.NoTrans, blas.NoTrans, cv.Out, m, k, 1, cv.W, k, col, m, 0, y[r0*ow:], n)
-		}
-	}
-	for o := range cv.Out {
-		b, row := cv.B[o], y[o*n:(o+1)*n]
-		for i := range row {
-			row[i] += b
-		}
-	}
+// rmscSilu writes RMSc(x; γ) (spec §4.1: over the c channels at each of
+// the h·w pixels of x [c, h, w], x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU
+// when silu is set, into y: as [c, h, w] when padded is false, else into
+// e.pad laid out for a stride-1 3×3 convolution (y is then e.pad). The
+// norms and each value are computed in float64 and rounded once. The rows
+// are shared among the encoder's workers.
+func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded bool) {
+	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm}
+	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
-// im2colTask is im2col over a range of input channels.
-type im2colTask struct {
-	col, x                           []float32
-	h, w, k, stride, pad, r0, r1, ow int
+// rmscSiluWide is rmscSilu (SiLU, into e.pad) of a stride-1 3×3
+// convolution's output still in e.wide (rows w + 2 wide) plus its bias
+// (in float32, as conv3 would have added it).
+func (e *VAEEncoder) rmscSiluWide(gamma, bias []float32, c, h, w int) {
+	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm}
+	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
-func (t *im2colTask) run(lo, hi int) {
-	im2col(t.col, t.x, lo, hi, t.h, t.w, t.k, t.stride, t.pad, t.r0, t.r1, t.ow)
-}
-
-// im2col writes the columns of a k×k convolution with the given stride and
-// top/left padding of x [c, h, w], for output rows r0..r1−1 of width ow,
-// into col [c·k·k, (r1−r0)·ow], the rows of the channels c0..c1−1:
-// col[(ci·k + dy)·k + dx, (r − r0)·ow + j] = x[ci, stride·r + dy − pad, stride·j + dx − pad],
-// zero where that is outside x.
-func im2col(col, x []float32, c0, c1, h, w, k, stride, pad, r0, r1, ow int) {
-	m := (r1 - r0) * ow
-	for ci := c0; ci < c1; ci++ {
-		plane := x[ci*h*w : (ci+1)*h*w]
-		for dy := range k {
-			for dx := range k {
-				dst := col[((ci*k+dy)*k+dx)*m:][:m]
-				// Output columns j whose input column stride·j + dx − pad is in 0..w−1.
-				j0 := max(0, (pad-dx+stride-1)/stride)
-				j1 := 0
-				if last := w - 1 + pad - dx; last >= 0 {
-					j1 = min(ow, last/stride+1)
-				}
-				for r := r0; r < r1; r++ {
-					d := dst[(r-r0)*ow : (r-r0+1)*ow]
-					iy := stride*r + dy - pad
-					if iy < 0 || iy >= h || j0 >= j1 {
-						clear(d)
-						continue
-					}
-					clear(d[:j0])
-					clear(d[j1:])
-					src := plane[iy*w:]
-					if stride == 1 {
-						copy(d[j0:j1], src[j0+dx-pad:j1+dx-pad])
-						continue
-					}
-					for j := j0; j < j1; j++ {
-						d[j] = src[stride*j+dx-pad]
-					}
-				}
-			}
-		}
-	}
-}
-
-// rmscSilu writes RMSc(x; γ) (spec §4.1: over the c channels at each of the
-// n pixels, x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU when silu is set,
-// into y. The norms and each value are computed in float64 and rounded
-// once. norm is scratch of at least n. The pixels are shared among the
-// encoder's workers.
-func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, n int, silu bool) {
-	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, n: n, silu: silu, norm: e.norm}
-	e.pool.run(n, c*n, &e.rmsc)
-}
-
-// rmscTask is rmscSiluRange over a range of pixels.
+// rmscTask is rmscSilu over a range of image rows. Its input x is
+// [c, h, xwp] (the first w columns of each row used), plus bias[channel]
+// when bias is not nil.
 type rmscTask struct {
-	y, x, gamma []float32
-	c, n        int
-	silu        bool
-	norm        []float64
+	y, x, gamma, bias []float32
+	c, h, w, xwp      int
+	silu, padded      bool
+	norm              []float64
 }
 
 func (t *rmscTask) run(lo, hi int) {
-	rmscSiluRange(t.y, t.x, t.gamma, t.c, t.n, lo, hi, t.silu, t.norm)
-}
-
-// rmscSiluRange is rmscSilu for the pixels lo..hi−1.
-func rmscSiluRange(y, x, gamma []float32, c, n, lo, hi int, silu bool, norm []float64) {
-	ss := norm[lo:hi]
+	c, h, w := t.c, t.h, t.w
+	ss := t.norm[lo*w : hi*w]
 	clear(ss)
+	var b float32
 	for ch := range c {
-		row := x[ch*n+lo : ch*n+hi]
-		for i, v := range row {
-			f := float64(v)
-			ss[i] += f * f
+		if t.bias != nil {
+			b = t.bias[ch]
+		}
+		for r := lo; r < hi; r++ {
+			row, s := t.x[(ch*h+r)*t.xwp:][:w], ss[(r-lo)*w:][:w]
+			for i, v := range row {
+				f := float64(v + b)
+				s[i] += f * f
+			}
 		}
 	}
 	sc := math.Sqrt(float64(c))
 	for i, s := range ss {
 		ss[i] = sc / max(math.Sqrt(s), 1e-12)
 	}
+	// The output layout: plane length, row width and the first pixel's
+	// offset.
+	plane, wp, off := h*w, w, 0
+	if t.padded {
+		wp = w + 2
+		plane, off = (h+2)*wp, wp+1
+	}
+	for ch := range c {
+		g := float64(t.gamma[ch])
+		if t.bias != nil {
+			b = t.bias[ch]
+		}
+		p := t.y[ch*plane : (ch+1)*plane]
+		if t.padded {
+			if lo == 0 {
+				clear(p[:wp])
+			}
+			if hi == h {
+				clear(p[(h+1)*wp:])
+			}
+		}
+		for r := lo; r < hi; r++ {
+			if t.padded {
+				p[(r+1)*wp], p[(r+1)*wp+w+1] = 0, 0
+			}
+			rmscSiluRow(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
+		}
+	}
+}
+
+// rmscSiluRow writes one row of one channel: o = (x + b)·s·g (the sum in
+// float32), then SiLU when silu is set, in float64, rounded once.
+func rmscSiluRow(o, x []float32, b float32, s []float64, g float64, silu bool) {
+	if !silu {
+		for i, v := range x {
+			o[i] = float32(float64(v+b) * s[i] * g)
+		}
+		return
+	}
 	// SiLU's exponentials go in blocks through kernels.Exp (vectorised
 	// where the CPU allows, within 3 float64 ulp of math.Exp).
 	const block = 256
 	var f, ex [block]float64
-	for ch := range c {
-		g := float64(gamma[ch])
-		row, out := x[ch*n+lo:ch*n+hi], y[ch*n+lo:ch*n+hi]
-		for b0 := 0; b0 < len(row); b0 += block {
-			r, o := row[b0:min(b0+block, len(row))], out[b0:min(b0+block, len(row))]
-			s, fb := ss[b0:b0+len(r)], f[:len(r)]
-			if !silu {
-				for i, v := range r {
-					o[i] = float32(float64(v) * s[i] * g)
-				}
-				continue
-			}
-			eb := ex[:len(r)]
-			for i, v := range r {
-				fb[i] = float64(v) * s[i] * g
-				eb[i] = -fb[i]
-			}
-			kernels.Exp(eb)
-			for i, v := range fb {
-				o[i] = float32(v / (1 + eb[i]))
-			}
+	for b0 := 0; b0 < len(x); b0 += block {
+		r, ob := x[b0:min(b0+block, len(x))], o[b0:min(b0+block, len(x))]
+		sb, fb, eb := s[b0:b0+len(r)], f[:len(r)], ex[:len(r)]
+		for i, v := range r {
+			fb[i] = float64(v+b) * sb[i] * g
+			eb[i] = -fb[i]
+		}
+		kernels.Exp(eb)
+		for i, v := range fb {
+			ob[i] = float32(v / (1 + eb[i]))
 		}
 	}
 }
 
 // resBlock writes ResBlock(x) (spec §4.3) into y; y must not be x, and the
-// block uses e.t (and e.s for the shortcut) as scratch.
+// block uses e.pad, e.wide (and e.s for the shortcut) as scratch. The
+// first convolution's output goes from e.wide straight into the second
+// RMSc.
 func (e *VAEEncoder) resBlock(y, x []float32, rb *ResBlock, h, w int) {
 	n := h * w
 	in, out := rb.Conv2.In, rb.Conv2.Out
 	short := x[:in*n]
 	if rb.Shortcut != nil {
-		e.conv(e.s, x, rb.Shortcut, h, w, 1)
+		e.conv1x1(e.s, x, rb.Shortcut, n)
 		short = e.s[:out*n]
 	}
-	e.rmscSilu(e.t[:in*n], x[:in*n], rb.Gamma0, in, n, true)
-	e.conv(y, e.t, &rb.Conv2, h, w, 1)
-	e.rmscSilu(e.t[:out*n], y[:out*n], rb.Gamma3, out, n, true)
-	e.conv(y, e.t, &rb.Conv6, h, w, 1)
-	y = y[:out*n]
-	for i, v := range short {
-		y[i] += v
-	}
+	e.rmscSilu(e.pad, x[:in*n], rb.Gamma0, in, h, w, true, true)
+	e.conv3Products(&rb.Conv2, h, w, 1)
+	e.rmscSiluWide(rb.Gamma3, rb.Conv2.B, out, h, w)
+	e.conv3(y, &rb.Conv6, h, w, 1, short)
 }
 
 // addAvgDown adds AvgDown(x0; in → out, ft, fs) (spec §4.5) to y
 // [out, h/fs, w/fs], x0 being [in, h, w]: the channels of x0's
 // (time, row, column) folding, time padded in front with ft − 1 zero
-// frames, averaged in groups of g = in·ft·fs²/out.
-func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs int) {
+// frames, averaged in groups of g = in·ft·fs²/out; the output channels
+// o0..o1−1 only.
+func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs, o0, o1 int) {
 	oh, ow := h/fs, w/fs
 	per := ft * fs * fs // folded channels per input channel
 	g := in * per / out
 	inv := 1 / float32(g)
-	for o := range out {
+	for o := o0; o < o1; o++ {
 		dst := y[o*oh*ow : (o+1)*oh*ow]
 		for k := range g {
 			q := o*g + k
@@ -433,6 +404,16 @@ func addAvgDown(y, x0 []float32, in, out, h, w, ft, fs int) {
 	}
 }
 
+// avgDownTask is addAvgDown over a range of output channels.
+type avgDownTask struct {
+	y, x0                 []float32
+	in, out, h, w, ft, fs int
+}
+
+func (t *avgDownTask) run(lo, hi int) {
+	addAvgDown(t.y, t.x0, t.in, t.out, t.h, t.w, t.ft, t.fs, lo, hi)
+}
+
 // attention adds the middle attention block (spec §4.7) to x [c, n] in
 // place: RMSc, the 1×1 q, k, v, one head of width c over the n pixels in
 // row-major order, the 1×1 proj.
@@ -440,8 +421,8 @@ func (e *VAEEncoder) attention(x []float32, n int) {
 	w := e.w
 	c := w.Proj.In
 	y, qkv, o := e.t[:c*n], e.s[:3*c*n], e.c[:c*n]
-	e.rmscSilu(y, x[:c*n], w.AttnGamma, c, n, false)
-	e.conv(qkv, y, &w.QKV, 1, n, 1)
+	e.rmscSilu(y, x[:c*n], w.AttnGamma, c, 1, n, false, false)
+	e.conv1x1(qkv, y, &w.QKV, n)
 	q, k, v := qkv[:c*n], qkv[c*n:2*c*n], qkv[2*c*n:]
 	s := e.scores[:n*n]
 	// s[i, j] = q[:, i]·k[:, j] / sqrt(c): q and k are [c, n].
@@ -449,7 +430,7 @@ func (e *VAEEncoder) attention(x []float32, n int) {
 	kernels.SoftmaxRows(s, n, n)
 	// o[:, i] = Σ_j s[i, j]·v[:, j]: o = v·sᵀ, [c, n].
 	e.gemm.Sgemm(blas.NoTrans, blas.Trans, c, n, n, 1, v, n, s, n, 0, o, n)
-	e.conv(y, o, &w.Proj, 1, n, 1)
+	e.conv1x1(y, o, &w.Proj, n)
 	x = x[:c*n]
 	for i, v := range y {
 		x[i] += v
