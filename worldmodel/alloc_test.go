@@ -36,7 +36,7 @@ func openBLAS(t *testing.T) cpu.Gemm {
 }
 
 // TestVAEEncodeAllocatesNothing: after the first Encode, an Encode
-// allocates nothing, with the element-wise work and im2col shared among 2
+// allocates nothing, with the element-wise work and the copies shared among 2
 // workers (one 224 × 448 frame at width 4 is large enough to share), both
 // with a sgemm that allocates nothing of its own and with OpenBLAS.
 func TestVAEEncodeAllocatesNothing(t *testing.T) {

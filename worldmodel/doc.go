@@ -20,7 +20,7 @@
 //     prompt, looked up by instruction (TextCache);
 //   - the Wan2.2 VAE encoder at T = 1 (§4): the image tensor to the
 //     normalised latent mean [48, H/16, W/16], its rank-5 convolutions
-//     rewritten as rank-3 ones (im2col and sgemm), its weights read by the
+//     rewritten as 2-D ones (each 3×3 as nine shifted sgemms), its weights read by the
 //     checkpoint's names (VAEEncoder, LoadVAEWeights);
 //   - the video DiT prefill at t = 0 (§5): the latent and the context to
 //     every layer's video K and V, written straight into the caller's F32 or
