@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/x448/float16"
 
@@ -215,29 +214,33 @@ func TestModelRefuses(t *testing.T) {
 }
 
 // TestModelCloseStopsWorkers: a run starts the VAE's worker goroutines;
-// Close stops them (twice is harmless).
+// Close stops them before it returns (twice is harmless). It counts the
+// model's own workers: the process's goroutine count also moves with other
+// tests' encoders, whose cleanups close their pools when they are collected.
 func TestModelCloseStopsWorkers(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("one CPU: the VAE runs on the calling goroutine and starts no workers")
 	}
 	m, _, task := tinyModel(t)
-	before := runtime.NumGoroutine()
+	ckv, ok := m.kv.(*cpuKV)
+	if !ok {
+		t.Fatalf("the tiny model's K/V stage is %T, want the CPU one", m.kv)
+	}
+	pool := ckv.vae.pool
+	if n := pool.alive.Load(); n != 0 {
+		t.Fatalf("%d workers before any run, want none (they start on first use)", n)
+	}
 	r := rand.New(rand.NewPCG(3, 4))
 	obs := Observation{Images: []Image{randomImage(r, 64, 64), randomImage(r, 64, 64)}, State: make([]float32, ProprioDim), Instruction: task}
 	if err := m.Run(t.Context(), obs, m.NewOutput(false)); err != nil {
 		t.Fatal(err)
 	}
-	running := runtime.NumGoroutine()
-	if running <= before {
-		t.Fatalf("%d goroutines after a run, %d before: the VAE's workers did not start", running, before)
+	if n, want := pool.alive.Load(), int32(runtime.GOMAXPROCS(0)-1); n != want {
+		t.Fatalf("%d workers after a run, want %d (GOMAXPROCS − 1): the VAE's workers did not start", n, want)
 	}
 	m.Close()
-	m.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines 30 s after Close, %d before the run", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
+	if n := pool.alive.Load(); n != 0 {
+		t.Fatalf("%d workers still running after Close returned", n)
 	}
+	m.Close()
 }

@@ -1,6 +1,9 @@
 package worldmodel
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // rangeTask is work over an index range 0..n−1 that can be split into
 // contiguous parts writing disjoint data. The encoder's tasks are structs
@@ -19,6 +22,8 @@ type workerPool struct {
 	start []chan workerPart // one per persistent worker
 	done  chan struct{}
 	quit  sync.Once
+	alive atomic.Int32   // persistent workers running
+	gone  sync.WaitGroup // one count per persistent worker until it returns
 }
 
 // workerPart is one worker's share of a task.
@@ -63,7 +68,11 @@ func (p *workerPool) startWorkers() {
 	for i := range p.start {
 		c := make(chan workerPart)
 		p.start[i] = c
+		p.alive.Add(1)
+		p.gone.Add(1)
 		go func() {
+			defer p.gone.Done()
+			defer p.alive.Add(-1)
 			for w := range c {
 				w.t.run(w.lo, w.hi)
 				p.done <- struct{}{}
@@ -72,7 +81,8 @@ func (p *workerPool) startWorkers() {
 	}
 }
 
-// close stops the persistent workers. The pool must not be running a task;
+// close stops the persistent workers and returns once they have returned.
+// The pool must not be running a task;
 // a closed pool must not be used again.
 func (p *workerPool) close() {
 	p.quit.Do(func() {
@@ -80,5 +90,6 @@ func (p *workerPool) close() {
 		for _, c := range p.start {
 			close(c)
 		}
+		p.gone.Wait() // each worker returns as soon as it sees its channel closed
 	})
 }
