@@ -27,7 +27,16 @@
 #  - the whole policy (policy.launch.py: world model, action expert, executor; tiny weights, on
 #    /clock) fed by `ros2 bag play --clock` of golden/imagebag: caches, executable chunks and
 #    actions on /action, and `fastwam replay` of the recording passes (FASTWAM_E2E_POLICY=0
-#    leaves it out).
+#    leaves it out);
+#  - the world model restarted under a running action expert (kv_transport shm, then dds; every
+#    node on /clock): the world model's own launch, the expert's and the executor's, fed by
+#    `ros2 bag play --clock` of golden/imagebag; the world model's process SIGKILLed (a crash),
+#    then (shm) its launch SIGINTed (a clean exit), each time started again and the bag played
+#    again: the expert's process keeps running and publishes chunks after each restart, its open
+#    fds (/proc/PID/fd) and mapped segments (/proc/PID/maps) do not grow, the crashed producer's
+#    segment is removed by the next one's start, none is left in /dev/shm at the end, and every
+#    SIGINTed launch exits 0 (FASTWAM_E2E_RESTART=0 leaves it out, FASTWAM_E2E_RESTART_KV=shm the
+#    DDS round).
 # Logs go to a fresh folder under /tmp (printed at the end); it is deleted when every check passes.
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
@@ -333,6 +342,167 @@ PARAMS
   else fail "policy: fastwam replay of the recording, caches and chunks (log $logs/policy_replay.log; the caches need >= 3 compared, 0 differing)"; fi
   stop_launch "$policy_pid" policy
   echo "INFO $tag: the whole-policy step took $((SECONDS - t9)) s"
+fi
+
+# 10. The world model restarted under a running action expert, over the shared-memory hand-off
+# (kv_transport shm: the K/V in a kvshm segment), then over DDS. The world model in its own
+# launch, the action expert and the executor in theirs, every node on /clock, fed by `ros2 bag
+# play --clock` of golden/imagebag (the bag's proprio has no stamp: the world model stamps it with
+# its clock, which must be the bag's); the world model is stopped while the expert runs, by
+# SIGKILL of its process (a crash: its segment stays behind until the next world model's start
+# removes it), then (shm) by SIGINT of its launch (a clean exit), started again and the bag played
+# again each time. Pass: the expert's process never exits, publishes chunks after each restart,
+# its open fds and mapped segments do not grow across the restarts, no segment of the step's
+# prefix is left in /dev/shm once the nodes stop, and every launch stopped by SIGINT exits 0.
+# FASTWAM_E2E_RESTART=0 leaves it out; FASTWAM_E2E_RESTART_KV (default "shm dds") lists the rounds.
+if [ "${FASTWAM_E2E_RESTART:-1}" = 0 ]; then
+  echo "SKIP $tag: the world model restarted under a running action expert (FASTWAM_E2E_RESTART=0)"
+else
+  t10=$SECONDS
+  world=$tiny/world
+  prefix=$(ros2 pkg prefix fastwam_action_expert)
+  shmdir=/dev/shm
+  # A prefix of this run's own, so that other runs' segments on the machine are not counted.
+  seg=fastwam_rr${ROS_DOMAIN_ID}_$$
+  segs() { find "$shmdir" -maxdepth 1 -name "$seg.*" -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '; }
+  nsegs() { find "$shmdir" -maxdepth 1 -name "$seg.*" 2>/dev/null | wc -l; }
+  segs_before=$(nsegs)
+  mkdir -p "$logs/text10"
+  cp "$world"/text/*.text.safetensors "$logs/text10/"
+  run r_text_entry 60 "$prefix/lib/fastwam_action_expert/fastwam" weights make -model text \
+    -task "put the black bowl on the plate" -tokens 15 -seed 4 \
+    -encoder "random (fastwam weights make -model text)" -force -o "$logs/text10" ||
+    fail "restart: fastwam weights make -model text (log $logs/r_text_entry.log)"
+  # start_wm: a world-model launch; wm_launch its pid, wm_pid its node's once active.
+  start_wm() {
+    wm_n=$((wm_n + 1))
+    start_bg "${r}_wm$wm_n" ros2 launch fastwam_action_expert world_model.launch.py params_file:="$logs/$r.params.yaml"
+    wm_launch=$last_pid
+    wm_pid=
+    # The node's "active: " log line (quicker than `ros2 lifecycle get`, a CLI start each try).
+    if wait_for 90 grep -q ']: active: ' "$logs/${r}_wm$wm_n.log"; then
+      wm_pid=$(pgrep -g "$wm_launch" -f "lib/fastwam_action_expert/fastwam_world_model" | head -1)
+    else fail "$r: world model $wm_n did not become active within 90 s (log $logs/${r}_wm$wm_n.log)"; fi
+  }
+  # play NAME: the image bag once (4 observations), on /clock as in step 9, then the chunks settle.
+  play() {
+    run "${r}_play_$1" 60 ros2 bag play "$repo/golden/imagebag" -d 4 -r 0.2 --clock 200 ||
+      fail "$r: ros2 bag play $1 (log $logs/${r}_play_$1.log)"
+    sleep 2
+  }
+  nchunks() { grep -c '^---' "$logs/${r}_chunks.log" 2>/dev/null; }
+  # measure: the expert's open fds and mapped segments of the step's prefix (distinct files,
+  # "(deleted)" ones included).
+  measure() {
+    fds=$(ls "/proc/$expert_pid/fd" 2>/dev/null | wc -l)
+    maps=$(grep -F "$shmdir/$seg." "/proc/$expert_pid/maps" 2>/dev/null | awk '{print $6, $7}' | sort -u | wc -l)
+  }
+  for kv in ${FASTWAM_E2E_RESTART_KV:-shm dds}; do
+    r=restart_$kv
+    wm_n=0
+    cat >"$logs/$r.params.yaml" <<PARAMS
+/**/fastwam_world_model:
+  ros__parameters:
+    model: {dit_weights: "$world/dit.safetensors", vae_weights: "$world/vae.safetensors",
+            dataset_stats: "$world/dataset_stats.json", text_cache: "$logs/text10"}
+    image_transports: ["compressed", "raw"]
+    sync: {tolerance: 0.1}
+    kv_transport: "$kv"
+    shm: {dir: "$shmdir", prefix: "$seg"}
+    diagnostics: {stale_after: 30.0}
+    use_sim_time: true
+/**/fastwam_action_expert:
+  ros__parameters:
+    backend: "cpu"
+    cpu: {weights: "$tiny/weights.safetensors", video_tokens: 98, context_tokens: 129}
+    self_test: {skip: true}
+    max_input_age: 0.0
+    use_sim_time: true
+    kv_transport: "$kv"
+    shm: {dir: "$shmdir"}
+/**/fastwam_executor:
+  ros__parameters:
+    control_period: 0.05
+    use_sim_time: true
+PARAMS
+    start_bg "${r}_expert" ros2 launch fastwam_action_expert action_expert.launch.py params_file:="$logs/$r.params.yaml"
+    r_expert_launch=$last_pid
+    start_bg "${r}_executor" ros2 launch fastwam_action_expert executor.launch.py params_file:="$logs/$r.params.yaml"
+    r_exec_launch=$last_pid
+    # Every chunk the expert publishes, one "---" line each.
+    start_bg "${r}_chunks" env PYTHONUNBUFFERED=1 ros2 topic echo /action_chunk fastwam_action_expert/msg/ActionChunk --field seq
+    r_chunks_pid=$last_pid
+    expert_pid=
+    if wait_for 90 grep -q ']: active: ' "$logs/${r}_expert.log"; then
+      expert_pid=$(pgrep -g "$r_expert_launch" -x fastwam_node | head -1)
+    fi
+    if [ -z "$expert_pid" ]; then
+      fail "$r: the action expert did not become active within 90 s (log $logs/${r}_expert.log)"
+    else
+      start_wm
+      play 1
+      c1=$(nchunks); measure; fds1=$fds maps1=$maps
+      echo "INFO $tag: $r: first world model (pid ${wm_pid:-?}): ${c1:-0} chunks; expert fds $fds1, mapped segments $maps1 ($(segs))"
+      # The crash: SIGKILL of the world model's process. Its segment stays behind; its launch,
+      # left with no process, ends by itself.
+      killed=${wm_pid:-0}
+      [ "$killed" != 0 ] && kill -KILL "$killed"
+      for _ in $(seq 40); do kill -0 "$wm_launch" 2>/dev/null || break; sleep 0.5; done
+      kill -0 "$wm_launch" 2>/dev/null && { kill -INT -- "-$wm_launch" 2>/dev/null; sleep 3; }
+      wait "$wm_launch" 2>/dev/null
+      left=$(segs)
+      start_wm
+      if [ "$kv" = shm ]; then
+        case " $(segs) " in
+          *" $seg.$killed "*) fail "$r: the killed world model's segment $seg.$killed is still in $shmdir after the next one started" ;;
+          *) pass "$r: after SIGKILL the dead world model's segment (left: ${left:-none}) was removed by the next one's start (now: $(segs))" ;;
+        esac
+      fi
+      play 2
+      c2=$(nchunks); measure; fds2=$fds maps2=$maps
+      echo "INFO $tag: $r: after the SIGKILL, world model pid ${wm_pid:-?}: $((c2 - c1)) chunks; expert fds $fds2, mapped segments $maps2"
+      c3=$c2 fds3=$fds2 maps3=$maps2
+      if [ "$kv" = shm ]; then
+        # The clean exit: SIGINT to the world model's launch, which must exit 0 and remove the segment.
+        stop_launch "$wm_launch" "${r}_wm$wm_n (world model after the SIGKILL)"
+        [ -z "$(segs)" ] || fail "$r: the world model stopped by SIGINT left $(segs)in $shmdir"
+        start_wm
+        play 3
+        c3=$(nchunks); measure; fds3=$fds maps3=$maps
+        echo "INFO $tag: $r: after the SIGINT, world model pid ${wm_pid:-?}: $((c3 - c2)) chunks; expert fds $fds3, mapped segments $maps3"
+      fi
+      if [ "${c1:-0}" -ge 3 ] && [ $((c2 - c1)) -ge 3 ] && { [ "$kv" != shm ] || [ $((c3 - c2)) -ge 3 ]; }; then
+        pass "$r: the expert published ${c1} chunks, then $((c2 - c1)) after the SIGKILL restart$([ "$kv" = shm ] && echo ", $((c3 - c2)) after the SIGINT restart") (4 observations a play)"
+      else
+        fail "$r: chunks ${c1:-0}, then $((c2 - c1)) after the SIGKILL restart, $((c3 - c2)) after the SIGINT restart (want >= 3 each; logs $logs/${r}_expert.log, ${r}_chunks.log)"
+      fi
+      want=0
+      [ "$kv" = shm ] && want=1
+      if [ "$fds3" -le "$fds1" ] && [ "$fds2" -le "$fds1" ] && [ "$maps1" = $want ] && [ "$maps2" = $want ] && [ "$maps3" = $want ]; then
+        if [ "$kv" = shm ]; then
+          pass "$r: the expert's open fds $fds1, $fds2, $fds3 and mapped segments $maps1, $maps2, $maps3 (first world model, after the SIGKILL, after the SIGINT) did not grow"
+        else pass "$r: the expert's open fds $fds1, $fds2 (first world model, after the SIGKILL) did not grow, no segment mapped"; fi
+      else
+        fail "$r: the expert's open fds $fds1, $fds2, $fds3, mapped segments $maps1, $maps2, $maps3 (want no growth, $want segment: $(grep -F "$shmdir/$seg." "/proc/$expert_pid/maps" | awk '{print $6, $7}' | sort -u | tr '\n' ' '))"
+      fi
+      stop_launch "$wm_launch" "${r}_wm$wm_n (world model, last)"
+      if kill -0 "$expert_pid" 2>/dev/null; then
+        pass "$r: the expert (pid $expert_pid) ran through the restarts"
+      else fail "$r: the expert's process $expert_pid exited during the restarts (log $logs/${r}_expert.log)"; fi
+    fi
+    stop_launch "$r_expert_launch" "${r}_expert"
+    stop_launch "$r_exec_launch" "${r}_executor"
+    grep -ho 'stopped: .*' "$logs/${r}_expert.log" | sed "s/\x1b\[[0-9;]*m//g; s/^/INFO $r: expert /"
+    kill -INT -- "-$r_chunks_pid" 2>/dev/null
+    if grep -qi 'panic\|SIGSEGV\|exit code -\|process has died' "$logs/${r}_expert.log"; then
+      fail "$r: the expert's launch reports a crash (log $logs/${r}_expert.log)"
+    fi
+    echo "INFO $tag: $r took $((SECONDS - t10)) s so far"
+  done
+  if [ "$(nsegs)" = "$segs_before" ]; then
+    pass "restart: no segment left in $shmdir ($segs_before of prefix $seg before, $(nsegs) after)"
+  else fail "restart: segments of prefix $seg left in $shmdir: $(segs)($segs_before before)"; fi
+  echo "INFO $tag: the restart step took $((SECONDS - t10)) s"
 fi
 
 if [ "$fails" = 0 ]; then

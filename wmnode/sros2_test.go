@@ -39,7 +39,7 @@ func (n *namingTransport) Advertise(t node.Topic) (node.Publisher, error) {
 // TestSROS2PolicyCoversWorldModel creates the node as fastwam_world_model
 // does, over DDS and over shared memory, with use_sim_time, and checks
 // that the shipped SROS2 policy grants the /fastwam/world_model enclave's
-// fastwam_world_model profile every topic and lifecycle service it used: under
+// fastwam_world_model profile every topic, lifecycle and parameter service it used: under
 // ROS_SECURITY_STRATEGY=Enforce a missing grant makes it fail to start.
 func TestSROS2PolicyCoversWorldModel(t *testing.T) {
 	for _, kv := range []string{params.KVTransportDDS, params.KVTransportSHM} {
@@ -60,6 +60,14 @@ func TestSROS2PolicyCoversWorldModel(t *testing.T) {
 			}
 			if len(tr.used.Reply) != 5 {
 				t.Fatalf("lifecycle services served: %v", tr.used.Reply)
+			}
+			// fastwam_world_model serves its parameter services too: without their
+			// grants it failed at start under Enforce (check_sros2.sh, world phase).
+			if err := n.ServeParameters(t.Context(), tr); err != nil {
+				t.Fatal(err)
+			}
+			if len(tr.used.Reply) != 11 {
+				t.Fatalf("lifecycle and parameter services served: %v", tr.used.Reply)
 			}
 			tr.used.Publish = append(tr.used.Publish, "/rosout")
 			launchtest.CheckGrants(t, "../launch/security/policy.xml", "/fastwam/world_model", "fastwam_world_model", tr.used)
