@@ -10,7 +10,10 @@
 #    Cyclone DDS, the only one in that tree), one after the other, each on its own domain id;
 #  - the SROS2 check (launch/security/check_sros2.sh) on Cyclone DDS, a third domain id: the
 #    nodes as launched by default, then with kv_transport:=shm, actions.* set and the executor on
-#    robot_action_chunk, under Enforce.
+#    robot_action_chunk, under Enforce; then the real world model under its enclave fed by
+#    golden/imagebag, and refused under another enclave or keystore.
+# Timeouts: 900 s per ros-e2e.sh run (about 220 s measured at load 10: steps 9 and 10 launch the
+# whole policy and restart the world model) and 480 s for the SROS2 check (173-188 s at load 10).
 # Without a tree it prints why it skips and exits 0. Any failure exits non-zero.
 # FASTWAM_ROS_TREES (space-separated .tar.zst files) overrides the search; FASTWAM_ROS_DOMAIN
 # (default 65) is the first of the three domain ids used.
@@ -115,12 +118,12 @@ for tree in "${trees[@]}"; do
     for rmw in $rmws; do
       case "$rmw" in rmw_fastrtps_cpp) d=$domain ;; *) d=$((domain + 1)) ;; esac
       ros2 daemon stop >/dev/null 2>&1 || true
-      RMW_IMPLEMENTATION=$rmw ROS_DOMAIN_ID=$d timeout -k 10 600 .ci/ros-e2e.sh || fails=$((fails + 1))
+      RMW_IMPLEMENTATION=$rmw ROS_DOMAIN_ID=$d timeout -k 10 900 .ci/ros-e2e.sh || fails=$((fails + 1))
     done
     # SROS2 (issue 17): under ROS_SECURITY_STRATEGY=Enforce on Cyclone DDS, the world model's
     # enclave gets chunks through, publishers without the grant get nothing to the node.
     ros2 daemon stop >/dev/null 2>&1 || true
-    if RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ROS_DOMAIN_ID=$((domain + 2)) timeout -k 10 300 \
+    if RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ROS_DOMAIN_ID=$((domain + 2)) timeout -k 10 480 \
       launch/security/check_sros2.sh; then
       echo "PASS: SROS2 check (Enforce, Cyclone DDS) on $name"
     else

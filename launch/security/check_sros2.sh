@@ -33,7 +33,7 @@
 # rmw_fastrtps_cpp / rmw_fastrtps_dynamic_cpp on Fast DDS built with -DSECURITY=ON);
 # the check runs on the ROS_DOMAIN_ID set (0 if none). On a shared machine
 # give it a domain of its own. Takes about two and a half minutes (three on a loaded
-# machine, within .ci/ros.sh's 300 s); exits 0 when every check
+# machine, within .ci/ros.sh's 480 s); exits 0 when every check
 # passes, 1 naming the first that did not.
 # Job control: the launches run in their own process groups with SIGINT
 # not ignored (a script's background jobs otherwise ignore it), and are
