@@ -9,8 +9,9 @@ the node action the same way for both.
 The action expert (fastwam_node) and the world model (fastwam_world_model)
 are managed nodes: each is started as a launch_ros LifecycleNode, so launch
 sees its transitions as events (the StateTransition events of launch_ros).
-The executor has no lifecycle and is a plain Node. If a node exits with a non-zero status (it could not start,
-for example a bad parameter), launch shuts down and `ros2 launch` exits
+The executor has no lifecycle and is a plain Node. If a node exits with a
+non-zero status (it could not start, for example a bad parameter), launch
+shuts down and `ros2 launch` exits
 with status 1. So does a launch argument that the launch file does not
 declare (a misspelt parameter would otherwise be dropped in silence), when
 the launch file is the one `ros2 launch` runs.
