@@ -83,6 +83,17 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if err != nil {
 		return nil, "", withLoadHint(err)
 	}
+	b, desc, err := f.openLayout(ctx, layout)
+	if err != nil {
+		return nil, "", err
+	}
+	return htpTimed{b}, desc, nil
+}
+
+// openLayout opens the HTP backend on the binaries of a checked layout
+// (backends.PlanHTP) with the command's options, and describes it for the
+// backend line.
+func (f *htpFlags) openLayout(ctx context.Context, layout backends.HTPLayout) (*htp.Backend, string, error) {
 	mode, err := qnnrt.ParsePerfMode(f.perf)
 	if err != nil {
 		return nil, "", usageError("-perf: %v", err)
@@ -101,15 +112,7 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if err != nil {
 		return nil, "", withLoadHint(err)
 	}
-	buffers := "RAW buffers"
-	if b.SharedBuffers() {
-		buffers = "shared rpcmem buffers"
-	}
-	where := strings.Join(layout.Paths, ", ")
-	if len(layout.Paths) > 1 || layout.Split {
-		where = layout.String()
-	}
-	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", where, b.PerfStatus(), buffers), nil
+	return b, describeLayout(b, layout, b.PerfStatus().String()), nil
 }
 
 // htpTimed exposes the HTP backend's profiled execute times to parity.
