@@ -423,3 +423,83 @@ func TestReplayWorldHTPSameProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestSameProcessChainRunInsideChunk: with the world model's chain bound
+// into the expert's inputs, a chain run after a chunk's inputs were
+// written (a chunk still denoising, say after a replay's chunk timeout)
+// overwrites them, so the chunk's next step is refused, naming why, and
+// the next chunk written after the run steps again; the step after a
+// proper order (run, then Inputs, then BindInputs) sees exactly the
+// chain's K/V in the expert's inputs, with no copy from the host.
+func TestSameProcessChainRunInsideChunk(t *testing.T) {
+	lib := qnnfake.New(t, qnnfake.Variant{})
+	world, _, worldPaths, actionPaths, d := worldHTPBundle(t)
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var h htpFlags
+	h.register(fs)
+	if err := fs.Parse([]string{"-context-paths", strings.Join(actionPaths, ","), "-head-dim", "16", "-world-model", "same_process",
+		"-backend-lib", lib.Path, "-system-lib", lib.Path, "-rpcmem-lib", lib.Path}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := h.openSameProcess(t.Context(), strings.Join(worldPaths, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.inPlace {
+		t.Fatal("the chain's K/V are not bound into the expert's inputs")
+	}
+	kv := s.worldKV()
+	r := rand.New(rand.NewPCG(5, 6))
+	rnd := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.Float64()*2 - 1)
+		}
+		return x
+	}
+	keys, values := make([]float32, kv.KVLen()), make([]float32, kv.KVLen())
+	run := func() ([]float32, []float32) {
+		img, text := rnd(kv.ImageLen()), rnd(kv.ContextLen())
+		if err := kv.RunKV(t.Context(), img, text, expert.TensorView{F32: keys}, expert.TensorView{F32: values}); err != nil {
+			t.Fatal(err)
+		}
+		wk, wv := qnnfake.WorldModelExpected(world, img, text)
+		if !slices.Equal(keys, wk) || !slices.Equal(values, wv) {
+			t.Fatal("the chain's K/V are not the double's arithmetic")
+		}
+		return text, wk
+	}
+	feed := func(text []float32) {
+		v, err := s.Inputs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(v.VideoKeys.F32, keys) || !slices.Equal(v.VideoValues.F32, values) {
+			t.Fatal("the expert's inputs do not hold the chain's K/V before anything was copied into them")
+		}
+		copy(v.Context.F32, text)
+		mask := make([]bool, d.ContextTokens)
+		for i := range mask {
+			mask[i] = true
+		}
+		if err := s.BindInputs(t.Context(), mask, d.VideoTokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lat, pred := rnd(d.ActionTokens*d.ActionDim), make([]float32, d.ActionTokens*d.ActionDim)
+	text, _ := run()
+	feed(text)
+	if err := s.Step(t.Context(), lat, 1, pred); err != nil {
+		t.Fatal(err)
+	}
+	run() // inside the chunk: its K/V are the next observation's now
+	if err := s.Step(t.Context(), lat, 0.5, pred); err == nil || !strings.Contains(err.Error(), "ran 1 time(s) after this chunk's inputs were written") {
+		t.Fatalf("step after a chain run inside the chunk: %v, want a refusal", err)
+	}
+	feed(text)
+	if err := s.Step(t.Context(), lat, 0.5, pred); err != nil {
+		t.Fatalf("step of a chunk written after the run: %v", err)
+	}
+}
