@@ -62,7 +62,7 @@ func (f *worldFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.statsKey, "stats-key", "default", "world model: the state key of the statistics")
 	fs.StringVar(&f.text, "text-cache", "", "world model: the text cache folder (overrides -world's)")
 	fs.StringVar(&f.blas, "world-blas", "auto", "world model: sgemm, auto, openblas or gonum")
-	fs.StringVar(&f.backend, "world-backend", worldBackendCPU, "world model: where the VAE encoder and the DiT prefill run, cpu or htp (the graphs of -world-context-paths on the NPU, in a session of their own; the preprocessing, text cache and proprio token stay on the CPU; the QNN libraries are those of -backend-lib, -system-lib, -rpcmem-lib, -adsp-path, -perf and -shared-buffers where the command has them, else qnnrt's defaults)")
+	fs.StringVar(&f.backend, "world-backend", worldBackendCPU, "world model: where the VAE encoder and the DiT prefill run, cpu or htp (the graphs of -world-context-paths on the NPU, in a session of their own, or in the expert's with replay's -backend htp -world-model same_process; the preprocessing, text cache and proprio token stay on the CPU; the QNN libraries are those of -backend-lib, -system-lib, -rpcmem-lib, -adsp-path, -perf and -shared-buffers where the command has them, else qnnrt's defaults)")
 	fs.StringVar(&f.contextPaths, "world-context-paths", "", "world model, -world-backend htp: comma-separated context binaries holding vae_encoder and prefill_0 .. prefill_{k-1} (any order and grouping)")
 	f.fs = fs
 }
