@@ -42,7 +42,7 @@ func (f *htpFlags) register(fs *flag.FlagSet) {
 	f.stderr = fs.Output()
 	fs.StringVar(&f.context, "context", "", "HTP backend: the action_step context binary (ctx/action_step.bin of the bundle)")
 	fs.StringVar(&f.paths, "context-paths", "", "HTP backend: comma-separated further context binaries loaded in the same session (one spill-fill group): the split bundle's action_context and action_step_ctx, and with -world-model same_process the world model's vae_encoder and prefill_i (htp.context_paths)")
-	fs.StringVar(&f.worldModel, "world-model", params.WorldModelOtherProcess, "HTP backend: where the world model's graphs run, other_process or same_process (their contexts then resident in this process's session, within its ~6.5 GB; this command still reads the K/V from its input) (htp.world_model)")
+	fs.StringVar(&f.worldModel, "world-model", params.WorldModelOtherProcess, "HTP backend: where the world model's graphs run, other_process or same_process (their contexts then resident in this process's session, within its ~6.5 GB; replay with -world-backend htp runs them there, writing the K/V into the expert's inputs; otherwise the K/V come from the command's input) (htp.world_model)")
 	fs.StringVar(&f.graph, "graph", htp.DefaultGraphName, "HTP backend: graph name inside the context binary")
 	fs.StringVar(&f.backendLib, "backend-lib", qnnrt.DefaultBackendLib, "HTP backend: QNN backend library (path or soname)")
 	fs.StringVar(&f.systemLib, "system-lib", qnnrt.DefaultSystemLib, "QNN system library (path or soname)")
@@ -83,6 +83,17 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if err != nil {
 		return nil, "", withLoadHint(err)
 	}
+	b, desc, err := f.openLayout(ctx, layout)
+	if err != nil {
+		return nil, "", err
+	}
+	return htpTimed{b}, desc, nil
+}
+
+// openLayout opens the HTP backend on the binaries of a checked layout
+// (backends.PlanHTP) with the command's options, and describes it for the
+// backend line.
+func (f *htpFlags) openLayout(ctx context.Context, layout backends.HTPLayout) (*htp.Backend, string, error) {
 	mode, err := qnnrt.ParsePerfMode(f.perf)
 	if err != nil {
 		return nil, "", usageError("-perf: %v", err)
@@ -101,15 +112,7 @@ func (f *htpFlags) open(ctx context.Context) (expert.Backend, string, error) {
 	if err != nil {
 		return nil, "", withLoadHint(err)
 	}
-	buffers := "RAW buffers"
-	if b.SharedBuffers() {
-		buffers = "shared rpcmem buffers"
-	}
-	where := strings.Join(layout.Paths, ", ")
-	if len(layout.Paths) > 1 || layout.Split {
-		where = layout.String()
-	}
-	return htpTimed{b}, fmt.Sprintf("htp, %s, perf %s, %s", where, b.PerfStatus(), buffers), nil
+	return b, describeLayout(b, layout, b.PerfStatus().String()), nil
 }
 
 // htpTimed exposes the HTP backend's profiled execute times to parity.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +38,10 @@ type worldFlags struct {
 	blas                                 string
 	backend                              string // -world-backend: cpu or htp
 	contextPaths                         string // -world-context-paths
+	// attached, when set, is the world model's chain in the action
+	// expert's session (-world-model same_process): open uses it rather
+	// than opening a chain of its own, and does not close it.
+	attached worldmodel.KVStage
 	// fs is the command's flag set: -world-backend htp reads the QNN
 	// library flags of the command (-backend-lib, -system-lib, ...) from
 	// it when the command has them, rather than defining its own.
@@ -57,7 +62,7 @@ func (f *worldFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.statsKey, "stats-key", "default", "world model: the state key of the statistics")
 	fs.StringVar(&f.text, "text-cache", "", "world model: the text cache folder (overrides -world's)")
 	fs.StringVar(&f.blas, "world-blas", "auto", "world model: sgemm, auto, openblas or gonum")
-	fs.StringVar(&f.backend, "world-backend", worldBackendCPU, "world model: where the VAE encoder and the DiT prefill run, cpu or htp (the graphs of -world-context-paths on the NPU, in a session of their own; the preprocessing, text cache and proprio token stay on the CPU; the QNN libraries are those of -backend-lib, -system-lib, -rpcmem-lib, -adsp-path, -perf and -shared-buffers where the command has them, else qnnrt's defaults)")
+	fs.StringVar(&f.backend, "world-backend", worldBackendCPU, "world model: where the VAE encoder and the DiT prefill run, cpu or htp (the graphs of -world-context-paths on the NPU, in a session of their own, or in the expert's with replay's -backend htp -world-model same_process; the preprocessing, text cache and proprio token stay on the CPU; the QNN libraries are those of -backend-lib, -system-lib, -rpcmem-lib, -adsp-path, -perf and -shared-buffers where the command has them, else qnnrt's defaults)")
 	fs.StringVar(&f.contextPaths, "world-context-paths", "", "world model, -world-backend htp: comma-separated context binaries holding vae_encoder and prefill_0 .. prefill_{k-1} (any order and grouping)")
 	f.fs = fs
 }
@@ -94,8 +99,8 @@ func (f *worldFlags) openChain(ctx context.Context) (*prefill.Chain, error) {
 		return nil, usageError("-world-backend htp needs -world-context-paths with the binaries of vae_encoder and prefill_0 .. prefill_{k-1}")
 	}
 	if f.flagValue("backend", "") == params.BackendHTP && f.flagValue("world-model", "") == params.WorldModelSameProcess {
-		return nil, usageError("-world-backend htp with -backend htp -world-model %s: not supported: the chain would have to attach to the expert's session (prefill.Attach), which this command opens only after the world model has sized the bag's inputs; give -world-model %s (the chain then runs in its own session, its contexts in their own spill-fill group)",
-			params.WorldModelSameProcess, params.WorldModelOtherProcess)
+		// The command opens the expert first and sets f.attached.
+		return nil, errors.New("-world-backend htp with -backend htp -world-model " + params.WorldModelSameProcess + ": the expert's session was not opened before the world model")
 	}
 	mode, err := qnnrt.ParsePerfMode(f.flagValue("perf", "burst"))
 	if err != nil {
@@ -174,6 +179,10 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 		if f.vae != "" {
 			return nil, nil, usageError("-vae: with -world-backend htp the VAE encoder is the vae_encoder graph of -world-context-paths")
 		}
+		if f.attached != nil {
+			kv = f.attached // the expert's backend closes it
+			break
+		}
 		chain, err := f.openChain(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -234,7 +243,7 @@ func (f *worldFlags) open(ctx context.Context) (w *cliWorld, cleanup func(), err
 	}
 	d := m.Dims()
 	desc = fmt.Sprintf("%s (K/V [%d, 1, %d, %d], context [1, %d, %d], %s)", desc, d.Layers, d.VideoTokens, d.Width, d.ContextRows, d.TextDim, gemmName)
-	if c, ok := kv.(*prefill.Chain); ok {
+	if c, ok := kv.(fmt.Stringer); ok { // *prefill.Chain or *sameProcessKV
 		desc += fmt.Sprintf("; VAE encoder and prefill on the HTP: %s", c)
 	}
 	closeFiles := cleanup

@@ -42,6 +42,11 @@ type replayOpts struct {
 	node     nodeFlags
 	files    stringList // -params-file, in order
 	stderr   io.Writer
+	// same is the expert's backend with the world model's chain in its
+	// session (-world-model same_process -world-backend htp), opened
+	// before the world model; sameDesc describes it.
+	same     *sameProcess
+	sameDesc string
 	set      map[string]bool // flags given on the command line
 }
 
@@ -146,6 +151,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err != nil {
 		return err
 	}
+	if err := o.openSameProcess(ctx); err != nil {
+		return err
+	}
+	if o.same != nil {
+		defer func() { err = errors.Join(err, closeBackend(o.same)) }()
+	}
 	images, err := newImageBagReader(worldmodel.LiberoFrame())
 	if err != nil {
 		return err
@@ -160,6 +171,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	)
 	if isImages {
 		var cleanup func()
+		if err := o.checkWorldLayout(); err != nil {
+			return err
+		}
 		if wm, cleanup, err = o.world.open(ctx); err != nil {
 			return err
 		}
@@ -173,6 +187,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		switch set := worldFlagsSet(o.set); {
 		case hasObs && o.caches:
 			var cleanup func()
+			if err := o.checkWorldLayout(); err != nil {
+				return err
+			}
 			if wm, cleanup, err = o.world.open(ctx); err != nil {
 				return err
 			}
@@ -322,6 +339,9 @@ func (o *replayOpts) params(rec *replay.Recording) (params.Params, error) {
 // open makes the backend: the CPU one sized for the bag's inputs (with the
 // embedded tiny weights unless -weights), or the HTP one.
 func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Backend, string, error) {
+	if o.same != nil {
+		return o.same, o.sameDesc, nil
+	}
 	if o.backend == params.BackendHTP {
 		return o.htp.open(ctx)
 	}
@@ -329,6 +349,46 @@ func (o *replayOpts) open(ctx context.Context, rec *replay.Recording) (expert.Ba
 		return nil, "", fmt.Errorf("bag %s: no decodable VideoKVCache and TextContext to size the CPU backend with", rec.Path)
 	}
 	return o.cpu.open(ctx, rec.VideoTokens(), rec.ContextTokens(), true)
+}
+
+// sameProcess reports whether the world model's graphs share the
+// expert's session: -backend htp -world-model same_process.
+func (o *replayOpts) sameProcess() bool {
+	return o.backend == params.BackendHTP && o.htp.worldModel == params.WorldModelSameProcess
+}
+
+// openSameProcess opens, for -backend htp -world-model same_process
+// -world-backend htp, the expert's backend with the world model's chain
+// attached to its session (o.same), before the world model, which then
+// runs on that chain (worldFlags.attached): the K/V go from the prefill
+// graphs into the expert's inputs.
+func (o *replayOpts) openSameProcess(ctx context.Context) error {
+	if o.backend != params.BackendHTP && o.htp.worldModel == params.WorldModelSameProcess {
+		return usageError("-world-model %s puts the world model's graphs in the HTP expert's session, and -backend %s has none: give -backend htp",
+			params.WorldModelSameProcess, o.backend)
+	}
+	if !o.sameProcess() || o.world.backend != worldBackendHTP {
+		return nil
+	}
+	s, desc, err := o.htp.openSameProcess(ctx, o.world.contextPaths)
+	if err != nil {
+		return err
+	}
+	o.same, o.sameDesc = s, desc
+	o.world.attached = s.worldKV()
+	return nil
+}
+
+// checkWorldLayout refuses, before the world model is opened to run,
+// what the process layout cannot do: its graphs in the expert's session
+// (-world-model same_process) but the world model run on the CPU.
+func (o *replayOpts) checkWorldLayout() error {
+	if o.sameProcess() && o.world.backend == worldBackendCPU {
+		return usageError("-world-model %s with -world-backend %s: the world model's graphs would be loaded into the expert's session and never run, "+
+			"the world model running on the CPU instead; give -world-backend htp (its graphs then run in that session) or -world-model %s",
+			params.WorldModelSameProcess, worldBackendCPU, params.WorldModelOtherProcess)
+	}
+	return nil
 }
 
 // extractRegressionBag copies the embedded regression bag to a new
