@@ -253,8 +253,10 @@ func (t *patchTask) run(lo, hi int) {
 // the h·w pixels of x [c, h, w], x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU
 // when silu is set, into y: as [c, h, w] when padded is false, else into
 // e.pad laid out for a stride-1 3×3 convolution (y is then e.pad). The
-// norms and each value are computed in float64 and rounded once. The rows
-// are shared among the encoder's workers.
+// norms and each value are computed in float64 and rounded once, by
+// kernels.AddSquares and kernels.ScaleSiLU (AVX2 where the CPU has it,
+// the same bits as their portable loops). The rows are shared among the
+// encoder's workers.
 func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded bool) {
 	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm}
 	e.pool.run(h, c*h*w, &e.rmsc)
@@ -288,11 +290,7 @@ func (t *rmscTask) run(lo, hi int) {
 			b = t.bias[ch]
 		}
 		for r := lo; r < hi; r++ {
-			row, s := t.x[(ch*h+r)*t.xwp:][:w], ss[(r-lo)*w:][:w]
-			for i, v := range row {
-				f := float64(v + b)
-				s[i] += f * f
-			}
+			kernels.AddSquares(ss[(r-lo)*w:][:w], t.x[(ch*h+r)*t.xwp:][:w], b)
 		}
 	}
 	sc := math.Sqrt(float64(c))
@@ -324,34 +322,7 @@ func (t *rmscTask) run(lo, hi int) {
 			if t.padded {
 				p[(r+1)*wp], p[(r+1)*wp+w+1] = 0, 0
 			}
-			rmscSiluRow(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
-		}
-	}
-}
-
-// rmscSiluRow writes one row of one channel: o = (x + b)·s·g (the sum in
-// float32), then SiLU when silu is set, in float64, rounded once.
-func rmscSiluRow(o, x []float32, b float32, s []float64, g float64, silu bool) {
-	if !silu {
-		for i, v := range x {
-			o[i] = float32(float64(v+b) * s[i] * g)
-		}
-		return
-	}
-	// SiLU's exponentials go in blocks through kernels.Exp (vectorised
-	// where the CPU allows, within 3 float64 ulp of math.Exp).
-	const block = 256
-	var f, ex [block]float64
-	for b0 := 0; b0 < len(x); b0 += block {
-		r, ob := x[b0:min(b0+block, len(x))], o[b0:min(b0+block, len(x))]
-		sb, fb, eb := s[b0:b0+len(r)], f[:len(r)], ex[:len(r)]
-		for i, v := range r {
-			fb[i] = float64(v+b) * sb[i] * g
-			eb[i] = -fb[i]
-		}
-		kernels.Exp(eb)
-		for i, v := range fb {
-			ob[i] = float32(v / (1 + eb[i]))
+			kernels.ScaleSiLU(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
 		}
 	}
 }
