@@ -45,7 +45,8 @@ type VAEEncoder struct {
 	pad           []float32           // a 3×3 convolution's input with its zero border (vaeconv.go)
 	wide          []float32           // a 3×3 convolution's output rows, padded width
 	taps          map[*Conv][]float32 // each 3×3 convolution's weights tap by tap (convTaps)
-	norm          []float64           // per-pixel factors of RMSc
+	norm          []float64           // per-pixel sums of squares of RMSc
+	factor        []float32           // per-pixel factors of RMSc
 	scores        []float32           // the attention's [n, n]
 	invStd        [LatentChannels]float32
 
@@ -78,7 +79,7 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 		a: make([]float32, act), b: make([]float32, act), c: make([]float32, act),
 		t: make([]float32, act), s: make([]float32, act),
 		pad: make([]float32, pad), wide: make([]float32, wide), taps: map[*Conv][]float32{},
-		norm: make([]float64, p), scores: make([]float32, n*n),
+		norm: make([]float64, p), factor: make([]float32, p), scores: make([]float32, n*n),
 	}
 	for _, cv := range allConv3(w) {
 		e.taps[cv] = convTaps(cv)
@@ -253,12 +254,13 @@ func (t *patchTask) run(lo, hi int) {
 // the h·w pixels of x [c, h, w], x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU
 // when silu is set, into y: as [c, h, w] when padded is false, else into
 // e.pad laid out for a stride-1 3×3 convolution (y is then e.pad). The
-// norms and each value are computed in float64 and rounded once, by
-// kernels.AddSquares and kernels.ScaleSiLU (AVX2 where the CPU has it,
-// the same bits as their portable loops). The rows are shared among the
-// encoder's workers.
+// norms are computed in float64 (kernels.AddSquares) and each pixel's
+// factor sqrt(c)/‖x‖ rounded once to float32; the scaling and SiLU are
+// float32 (kernels.ScaleSiLU, within a few float32 ulp of float64). Both
+// run on AVX2 where the CPU has it, the same bits as their portable
+// loops. The rows are shared among the encoder's workers.
 func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded bool) {
-	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm}
+	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm, factor: e.factor}
 	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
@@ -266,7 +268,7 @@ func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded b
 // convolution's output still in e.wide (rows w + 2 wide) plus its bias
 // (in float32, as conv3 would have added it).
 func (e *VAEEncoder) rmscSiluWide(gamma, bias []float32, c, h, w int) {
-	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm}
+	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm, factor: e.factor}
 	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
@@ -278,6 +280,7 @@ type rmscTask struct {
 	c, h, w, xwp      int
 	silu, padded      bool
 	norm              []float64
+	factor            []float32
 }
 
 func (t *rmscTask) run(lo, hi int) {
@@ -294,8 +297,9 @@ func (t *rmscTask) run(lo, hi int) {
 		}
 	}
 	sc := math.Sqrt(float64(c))
+	fs := t.factor[lo*w : hi*w]
 	for i, s := range ss {
-		ss[i] = sc / max(math.Sqrt(s), 1e-12)
+		fs[i] = float32(sc / max(math.Sqrt(s), 1e-12))
 	}
 	// The output layout: plane length, row width and the first pixel's
 	// offset.
@@ -305,7 +309,7 @@ func (t *rmscTask) run(lo, hi int) {
 		plane, off = (h+2)*wp, wp+1
 	}
 	for ch := range c {
-		g := float64(t.gamma[ch])
+		g := t.gamma[ch]
 		if t.bias != nil {
 			b = t.bias[ch]
 		}
@@ -322,7 +326,7 @@ func (t *rmscTask) run(lo, hi int) {
 			if t.padded {
 				p[(r+1)*wp], p[(r+1)*wp+w+1] = 0, 0
 			}
-			kernels.ScaleSiLU(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
+			kernels.ScaleSiLU(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, fs[(r-lo)*w:][:w], g, t.silu)
 		}
 	}
 }

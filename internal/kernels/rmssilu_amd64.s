@@ -3,62 +3,7 @@
 // The kernels of AddSquares and ScaleSiLU (rmssilu.go). Like those of
 // kernels_amd64.s they compute what the portable loops compute, operation
 // for operation and in the same order (no fused multiply-add), so the
-// results are the portable ones bit for bit. The constants' offsets in
-// *vecConsts and the RANGE4 and EXP4 macros are kernels_amd64.s's, repeated
-// here (an assembly file's defines are its own).
-#define C_LOG2E 0
-#define C_R52 32
-#define C_LN2HI 64
-#define C_LN2LO 96
-#define C_120 128
-#define C_24 160
-#define C_6 192
-#define C_2 224
-#define C_1 256
-#define C_MIN 288
-#define C_MAX 320
-#define C_MASK 352
-#define C_BIAS 384
-
-// RANGE4(reg, out) jumps to out unless every lane of reg is in [-708, 709]
-// (a NaN is not). Clobbers Y1, Y2, R8.
-#define RANGE4(reg, out) \
-	VCMPPD $0x1d, C_MIN(BX), reg, Y1 \
-	VCMPPD $0x12, C_MAX(BX), reg, Y2 \
-	VANDPD Y2, Y1, Y1 \
-	VMOVMSKPD Y1, R8 \
-	CMPL R8, $15 \
-	JNE out
-
-// EXP4 sets Y6 to e^Y0 for four float64 in [-708, 709], as expGo does.
-// Clobbers Y3-Y5, Y8-Y11.
-#define EXP4 \
-	VMULPD C_LOG2E(BX), Y0, Y3 \
-	VADDPD C_R52(BX), Y3, Y3 \
-	VSUBPD C_R52(BX), Y3, Y4 \
-	VMULPD C_LN2HI(BX), Y4, Y5 \
-	VSUBPD Y5, Y0, Y5 \
-	VMULPD C_LN2LO(BX), Y4, Y6 \
-	VSUBPD Y6, Y5, Y5 \
-	VMULPD C_120(BX), Y5, Y6 \
-	VADDPD C_24(BX), Y6, Y6 \
-	VMULPD Y6, Y5, Y6 \
-	VADDPD C_6(BX), Y6, Y6 \
-	VMULPD Y6, Y5, Y6 \
-	VADDPD C_2(BX), Y6, Y6 \
-	VMULPD Y6, Y5, Y6 \
-	VADDPD C_1(BX), Y6, Y6 \
-	VMULPD Y6, Y5, Y6 \
-	VADDPD C_1(BX), Y6, Y6 \
-	VPSUBQ C_R52(BX), Y3, Y8 \
-	VPAND C_MASK(BX), Y8, Y9 \
-	VPCMPEQQ Y10, Y10, Y10 \
-	VGATHERQPD Y10, (DX)(Y9*8), Y11 \
-	VPADDQ C_BIAS(BX), Y8, Y8 \
-	VPSRLQ $6, Y8, Y8 \
-	VPSLLQ $52, Y8, Y8 \
-	VMULPD Y11, Y6, Y6 \
-	VMULPD Y8, Y6, Y6
+// results are the portable ones bit for bit.
 
 // func addSquaresAVX2(s *float64, x *float32, n int, b float32)
 //
@@ -101,42 +46,85 @@ sqdone:
 	VZEROUPPER
 	RET
 
-// func scaleSiLUAVX2(o, x *float32, n int, b float32, s *float64, gain float64, k *vecConsts, tbl *[64]float64) int
+// The offsets of siluConsts (rmssilu_amd64.go), each eight lanes.
+#define F_LOG2E 0
+#define F_ROUND 32
+#define F_LN2HI 64
+#define F_LN2LO 96
+#define F_P0 128
+#define F_P1 160
+#define F_P2 192
+#define F_P3 224
+#define F_P4 256
+#define F_P5 288
+#define F_1 320
+#define F_MIN 352
+#define F_MAX 384
+#define F_RBITS 416
+#define F_BIAS 448
+
+// func scaleSiLUAVX2(o, x *float32, n int, b float32, s *float32, gain float32, k *siluConsts) int
 //
-// For i < n (a multiple of 4), four at a time: f = float64(x[i] + b)·s[i]·g,
-// e = exp(−f), o[i] = float32(f / (1 + e)). It stops before the first
-// group whose −f is outside [-708, 709] or a NaN, and returns how many it
-// did.
-TEXT ·scaleSiLUAVX2(SB), NOSPLIT, $0-72
+// For i < n (a multiple of 8), eight at a time, in float32:
+// f = (x[i] + b)·s[i]·gain, o[i] = f / (1 + expf32(−f)), expf32's
+// operations in its order. It stops before the first group whose −f is
+// outside [−87, 88] or a NaN, and returns how many it did.
+TEXT ·scaleSiLUAVX2(SB), NOSPLIT, $0-64
 	MOVQ o+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ n+16(FP), CX
-	VBROADCASTSS b+24(FP), X13
+	VBROADCASTSS b+24(FP), Y13
 	MOVQ s+32(FP), R9
-	VBROADCASTSD gain+40(FP), Y14
+	VBROADCASTSS gain+40(FP), Y14
 	MOVQ k+48(FP), BX
-	MOVQ tbl+56(FP), DX
-	VXORPD Y15, Y15, Y15
+	VXORPS Y15, Y15, Y15
 	XORQ AX, AX
 
 ssloop:
 	CMPQ AX, CX
 	JAE  ssdone
-	VADDPS (SI)(AX*4), X13, X12
-	VCVTPS2PD X12, Y12
-	VMULPD (R9)(AX*8), Y12, Y12
-	VMULPD Y14, Y12, Y12
-	VSUBPD Y12, Y15, Y0
-	RANGE4(Y0, ssdone)
-	EXP4
-	VADDPD C_1(BX), Y6, Y6
-	VDIVPD Y6, Y12, Y6
-	VCVTPD2PSY Y6, X6
-	VMOVUPS X6, (DI)(AX*4)
-	ADDQ $4, AX
+	VADDPS (SI)(AX*4), Y13, Y12
+	VMULPS (R9)(AX*4), Y12, Y12
+	VMULPS Y14, Y12, Y12
+	VSUBPS Y12, Y15, Y0
+	VCMPPS $0x1d, F_MIN(BX), Y0, Y1
+	VCMPPS $0x12, F_MAX(BX), Y0, Y2
+	VANDPS Y2, Y1, Y1
+	VMOVMSKPS Y1, R8
+	CMPL R8, $0xff
+	JNE  ssdone
+	VMULPS F_LOG2E(BX), Y0, Y3
+	VADDPS F_ROUND(BX), Y3, Y3
+	VSUBPS F_ROUND(BX), Y3, Y4
+	VMULPS F_LN2HI(BX), Y4, Y5
+	VSUBPS Y5, Y0, Y5
+	VMULPS F_LN2LO(BX), Y4, Y6
+	VSUBPS Y6, Y5, Y5
+	VMULPS Y5, Y5, Y7
+	VMULPS F_P0(BX), Y5, Y6
+	VADDPS F_P1(BX), Y6, Y6
+	VMULPS Y5, Y6, Y6
+	VADDPS F_P2(BX), Y6, Y6
+	VMULPS Y5, Y6, Y6
+	VADDPS F_P3(BX), Y6, Y6
+	VMULPS Y5, Y6, Y6
+	VADDPS F_P4(BX), Y6, Y6
+	VMULPS Y5, Y6, Y6
+	VADDPS F_P5(BX), Y6, Y6
+	VMULPS Y7, Y6, Y6
+	VADDPS Y5, Y6, Y6
+	VADDPS F_1(BX), Y6, Y6
+	VPSUBD F_RBITS(BX), Y3, Y8
+	VPADDD F_BIAS(BX), Y8, Y8
+	VPSLLD $23, Y8, Y8
+	VMULPS Y8, Y6, Y6
+	VADDPS F_1(BX), Y6, Y6
+	VDIVPS Y6, Y12, Y6
+	VMOVUPS Y6, (DI)(AX*4)
+	ADDQ $8, AX
 	JMP  ssloop
 
 ssdone:
 	VZEROUPPER
-	MOVQ AX, ret+64(FP)
+	MOVQ AX, ret+56(FP)
 	RET
