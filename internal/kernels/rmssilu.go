@@ -17,12 +17,14 @@ func AddSquares(s []float64, x []float32, b float32) {
 	addSquaresGo(s[k:], x[k:], b)
 }
 
-// addSquaresGo is AddSquares one value at a time.
+// addSquaresGo is AddSquares one value at a time. The conversion keeps
+// the square rounded before the sum (no fused multiply-add on arm64), as
+// the vector kernel does.
 func addSquaresGo(s []float64, x []float32, b float32) {
 	s = s[:len(x)]
 	for i, v := range x {
 		f := float64(v + b)
-		s[i] += f * f
+		s[i] += float64(f * f)
 	}
 }
 
