@@ -45,7 +45,8 @@ type VAEEncoder struct {
 	pad           []float32           // a 3×3 convolution's input with its zero border (vaeconv.go)
 	wide          []float32           // a 3×3 convolution's output rows, padded width
 	taps          map[*Conv][]float32 // each 3×3 convolution's weights tap by tap (convTaps)
-	norm          []float64           // per-pixel factors of RMSc
+	norm          []float64           // per-pixel sums of squares of RMSc
+	factor        []float32           // per-pixel factors of RMSc
 	scores        []float32           // the attention's [n, n]
 	invStd        [LatentChannels]float32
 
@@ -78,7 +79,7 @@ func NewVAEEncoder(w *VAEWeights, height, width int, gemm cpu.Gemm) (*VAEEncoder
 		a: make([]float32, act), b: make([]float32, act), c: make([]float32, act),
 		t: make([]float32, act), s: make([]float32, act),
 		pad: make([]float32, pad), wide: make([]float32, wide), taps: map[*Conv][]float32{},
-		norm: make([]float64, p), scores: make([]float32, n*n),
+		norm: make([]float64, p), factor: make([]float32, p), scores: make([]float32, n*n),
 	}
 	for _, cv := range allConv3(w) {
 		e.taps[cv] = convTaps(cv)
@@ -253,10 +254,13 @@ func (t *patchTask) run(lo, hi int) {
 // the h·w pixels of x [c, h, w], x·sqrt(c)/max(‖x‖₂, 1e-12)·γ), then SiLU
 // when silu is set, into y: as [c, h, w] when padded is false, else into
 // e.pad laid out for a stride-1 3×3 convolution (y is then e.pad). The
-// norms and each value are computed in float64 and rounded once. The rows
-// are shared among the encoder's workers.
+// norms are computed in float64 (kernels.AddSquares) and each pixel's
+// factor sqrt(c)/‖x‖ rounded once to float32; the scaling and SiLU are
+// float32 (kernels.ScaleSiLU, within a few float32 ulp of float64). Both
+// run on AVX2 where the CPU has it, the same bits as their portable
+// loops. The rows are shared among the encoder's workers.
 func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded bool) {
-	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm}
+	e.rmsc = rmscTask{y: y, x: x, gamma: gamma, c: c, h: h, w: w, xwp: w, silu: silu, padded: padded, norm: e.norm, factor: e.factor}
 	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
@@ -264,7 +268,7 @@ func (e *VAEEncoder) rmscSilu(y, x, gamma []float32, c, h, w int, silu, padded b
 // convolution's output still in e.wide (rows w + 2 wide) plus its bias
 // (in float32, as conv3 would have added it).
 func (e *VAEEncoder) rmscSiluWide(gamma, bias []float32, c, h, w int) {
-	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm}
+	e.rmsc = rmscTask{y: e.pad, x: e.wide, bias: bias, gamma: gamma, c: c, h: h, w: w, xwp: w + 2, silu: true, padded: true, norm: e.norm, factor: e.factor}
 	e.pool.run(h, c*h*w, &e.rmsc)
 }
 
@@ -276,6 +280,7 @@ type rmscTask struct {
 	c, h, w, xwp      int
 	silu, padded      bool
 	norm              []float64
+	factor            []float32
 }
 
 func (t *rmscTask) run(lo, hi int) {
@@ -288,16 +293,13 @@ func (t *rmscTask) run(lo, hi int) {
 			b = t.bias[ch]
 		}
 		for r := lo; r < hi; r++ {
-			row, s := t.x[(ch*h+r)*t.xwp:][:w], ss[(r-lo)*w:][:w]
-			for i, v := range row {
-				f := float64(v + b)
-				s[i] += f * f
-			}
+			kernels.AddSquares(ss[(r-lo)*w:][:w], t.x[(ch*h+r)*t.xwp:][:w], b)
 		}
 	}
 	sc := math.Sqrt(float64(c))
+	fs := t.factor[lo*w : hi*w]
 	for i, s := range ss {
-		ss[i] = sc / max(math.Sqrt(s), 1e-12)
+		fs[i] = float32(sc / max(math.Sqrt(s), 1e-12))
 	}
 	// The output layout: plane length, row width and the first pixel's
 	// offset.
@@ -307,7 +309,7 @@ func (t *rmscTask) run(lo, hi int) {
 		plane, off = (h+2)*wp, wp+1
 	}
 	for ch := range c {
-		g := float64(t.gamma[ch])
+		g := t.gamma[ch]
 		if t.bias != nil {
 			b = t.bias[ch]
 		}
@@ -324,34 +326,7 @@ func (t *rmscTask) run(lo, hi int) {
 			if t.padded {
 				p[(r+1)*wp], p[(r+1)*wp+w+1] = 0, 0
 			}
-			rmscSiluRow(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, ss[(r-lo)*w:][:w], g, t.silu)
-		}
-	}
-}
-
-// rmscSiluRow writes one row of one channel: o = (x + b)·s·g (the sum in
-// float32), then SiLU when silu is set, in float64, rounded once.
-func rmscSiluRow(o, x []float32, b float32, s []float64, g float64, silu bool) {
-	if !silu {
-		for i, v := range x {
-			o[i] = float32(float64(v+b) * s[i] * g)
-		}
-		return
-	}
-	// SiLU's exponentials go in blocks through kernels.Exp (vectorised
-	// where the CPU allows, within 3 float64 ulp of math.Exp).
-	const block = 256
-	var f, ex [block]float64
-	for b0 := 0; b0 < len(x); b0 += block {
-		r, ob := x[b0:min(b0+block, len(x))], o[b0:min(b0+block, len(x))]
-		sb, fb, eb := s[b0:b0+len(r)], f[:len(r)], ex[:len(r)]
-		for i, v := range r {
-			fb[i] = float64(v+b) * sb[i] * g
-			eb[i] = -fb[i]
-		}
-		kernels.Exp(eb)
-		for i, v := range fb {
-			ob[i] = float32(v / (1 + eb[i]))
+			kernels.ScaleSiLU(p[off+r*wp:][:w], t.x[(ch*h+r)*t.xwp:][:w], b, fs[(r-lo)*w:][:w], g, t.silu)
 		}
 	}
 }
