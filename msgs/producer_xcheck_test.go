@@ -27,20 +27,7 @@ import (
 // (pyenv shims often shadow it without numpy), or skips the test (fails under CI).
 func pythonWithNumpy(t *testing.T) string {
 	t.Helper()
-	var candidates []string
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		candidates = append(candidates, "/usr/bin/python3")
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, p := range candidates {
-		if exec.Command(p, "-c", "import numpy").Run() == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "no python3 with numpy (tried %v); install python3-numpy for the producer kit's tests", candidates)
-	return ""
+	return testenv.Python3With(t, "numpy", "install python3-numpy for the producer kit's tests")
 }
 
 // pythonDir returns the repository's python/ folder.

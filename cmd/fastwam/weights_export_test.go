@@ -19,20 +19,7 @@ import (
 // (Debian's /usr/bin/python3 first), or skips the test (fails under CI).
 func pythonWithTorch(t *testing.T) string {
 	t.Helper()
-	var candidates []string
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		candidates = append(candidates, "/usr/bin/python3")
-	}
-	if p, err := exec.LookPath("python3"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, p := range candidates {
-		if exec.Command(p, "-c", "import torch, numpy").Run() == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "no python3 that imports torch and numpy (tried %v); install python3-torch for golden/export_world_model.py's test", candidates)
-	return ""
+	return testenv.Python3With(t, "torch, numpy", "install python3-torch for golden/export_world_model.py's test")
 }
 
 // sameValues checks that every tensor of got equals ref's tensor of the
