@@ -74,16 +74,12 @@ func (f *htpFlags) openSameProcess(ctx context.Context, worldPaths string) (*sam
 		return nil, "", err
 	}
 	s := &sameProcess{Backend: b, layout: layout}
-	if s.chain, err = prefill.Attach(b.Session(), f.shared); err != nil {
-		return nil, "", errors.Join(fmt.Errorf("-world-model %s: the world model's chain: %w", params.WorldModelSameProcess, err), b.Close())
+	logf := func(format string, args ...any) { fmt.Fprintf(f.stderr, "htp: "+format+"\n", args...) }
+	if s.chain, s.inPlace, err = backends.AttachWorldModel(b, f.shared, logf); err != nil {
+		return nil, "", errors.Join(fmt.Errorf("-world-model %s: %w", params.WorldModelSameProcess, err), b.Close())
 	}
 	how := "the world model's K/V copied on the host into the expert's inputs (-shared-buffers=false)"
 	if f.shared {
-		logf := func(format string, args ...any) { fmt.Fprintf(f.stderr, "htp: "+format+"\n", args...) }
-		if s.inPlace, err = s.chain.BindKV(b.KVGraph(), htp.NameVideoKeys, htp.NameVideoValues, logf); err != nil {
-			return nil, "", errors.Join(fmt.Errorf("-world-model %s: binding the world model's K/V into the expert's inputs: %w", params.WorldModelSameProcess, err),
-				s.chain.Close(), b.Close())
-		}
 		how = "the world model's K/V copied on the host into the expert's inputs (not every output could be bound, see the log)"
 		if s.inPlace {
 			how = "the world model's K/V written in place into the expert's inputs"

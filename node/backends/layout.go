@@ -233,23 +233,36 @@ func OpenHTPSet(ctx context.Context, h params.HTPParams, log node.Logger) (*HTPS
 	}
 	s := &HTPSet{Backend: b, Layout: l}
 	if len(l.WorldModel) > 0 {
-		if s.world, err = prefill.Attach(b.Session(), h.SharedBuffers); err != nil {
-			return nil, errors.Join(fmt.Errorf("open HTP backend: the world model's chain: %w", err), b.Close())
+		logf := func(string, ...any) {}
+		if log != nil {
+			logf = log.Infof
 		}
-		// With shared buffers the prefill graphs write the K/V straight
-		// into the expert's video_keys / video_values (no host copy);
-		// what does not match keeps the copy, said in one log line.
-		if h.SharedBuffers {
-			logf := func(string, ...any) {}
-			if log != nil {
-				logf = log.Infof
-			}
-			if _, err := s.world.BindKV(b.KVGraph(), htp.NameVideoKeys, htp.NameVideoValues, logf); err != nil {
-				return nil, errors.Join(fmt.Errorf("open HTP backend: binding the world model's K/V into the expert's inputs: %w", err), s.world.Close(), b.Close())
-			}
+		if s.world, _, err = AttachWorldModel(b, h.SharedBuffers, logf); err != nil {
+			return nil, errors.Join(fmt.Errorf("open HTP backend: %w", err), b.Close())
 		}
 	}
 	return s, nil
+}
+
+// AttachWorldModel attaches the world model's graph chain to b's session
+// (b loaded its binaries: htp.Options.CoGraphs) and, with shared buffers,
+// binds the chain's K/V outputs into the expert's video_keys and
+// video_values, so that the prefill graphs write them in place with no
+// host copy (prefill.Chain.BindKV; an output that does not match keeps
+// the copy, said in one line to logf). inPlace reports that every output
+// is bound. On an error nothing stays attached; b is the caller's.
+func AttachWorldModel(b *htp.Backend, shared bool, logf func(format string, args ...any)) (chain *prefill.Chain, inPlace bool, err error) {
+	chain, err = prefill.Attach(b.Session(), shared)
+	if err != nil {
+		return nil, false, fmt.Errorf("the world model's chain: %w", err)
+	}
+	if !shared {
+		return chain, false, nil
+	}
+	if inPlace, err = chain.BindKV(b.KVGraph(), htp.NameVideoKeys, htp.NameVideoValues, logf); err != nil {
+		return nil, false, errors.Join(fmt.Errorf("binding the world model's K/V into the expert's inputs: %w", err), chain.Close())
+	}
+	return chain, inPlace, nil
 }
 
 // String says in one line what the layout runs, for logs.
