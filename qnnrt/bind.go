@@ -30,33 +30,11 @@ import (
 // as long as the session; Close deregisters it before contextFree and
 // before the input's rpcmem_free.
 func (s *Session) BindOutput(src *Graph, out string, dst *Graph, in string, at int) error {
-	if src == nil || dst == nil || src.s != s || dst.s != s {
-		return errors.New("qnnrt: BindOutput: both graphs must belong to this session")
+	o, t, unlock, err := s.lockPair("BindOutput", src, out, dst, in)
+	if err != nil {
+		return err
 	}
-	if src == dst {
-		return fmt.Errorf("qnnrt: BindOutput: graph %q cannot write into its own input", src.info.Name)
-	}
-	s.linkMu.Lock()
-	defer s.linkMu.Unlock()
-	a, b := src, dst
-	if a.pos > b.pos {
-		a, b = b, a
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if src.closed || dst.closed {
-		return errors.New("qnnrt: BindOutput: session is closed")
-	}
-	oi, ii := src.OutputIndex(out), dst.InputIndex(in)
-	if oi < 0 {
-		return fmt.Errorf("qnnrt: BindOutput: graph %q has no output %q", src.info.Name, out)
-	}
-	if ii < 0 {
-		return fmt.Errorf("qnnrt: BindOutput: graph %q has no input %q", dst.info.Name, in)
-	}
-	o, t := src.out[oi], dst.in[ii]
+	defer unlock()
 	off, err := bindOffset(src, o, dst, t, at)
 	if err != nil {
 		return fmt.Errorf("qnnrt: BindOutput: %w", err)

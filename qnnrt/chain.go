@@ -21,33 +21,11 @@ import (
 // it failed, counts). One output may feed several inputs. A link lasts as
 // long as the session.
 func (s *Session) Link(src *Graph, out string, dst *Graph, in string) error {
-	if src == nil || dst == nil || src.s != s || dst.s != s {
-		return errors.New("qnnrt: Link: both graphs must belong to this session")
+	o, t, unlock, err := s.lockPair("Link", src, out, dst, in)
+	if err != nil {
+		return err
 	}
-	if src == dst {
-		return fmt.Errorf("qnnrt: Link: graph %q cannot feed itself", src.info.Name)
-	}
-	s.linkMu.Lock()
-	defer s.linkMu.Unlock()
-	a, b := src, dst
-	if a.pos > b.pos {
-		a, b = b, a
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if src.closed || dst.closed {
-		return errors.New("qnnrt: Link: session is closed")
-	}
-	oi, ii := src.OutputIndex(out), dst.InputIndex(in)
-	if oi < 0 {
-		return fmt.Errorf("qnnrt: Link: graph %q has no output %q", src.info.Name, out)
-	}
-	if ii < 0 {
-		return fmt.Errorf("qnnrt: Link: graph %q has no input %q", dst.info.Name, in)
-	}
-	o, t := src.out[oi], dst.in[ii]
+	defer unlock()
 	if o.shared != nil && !o.shared.owner {
 		return fmt.Errorf("qnnrt: Link: output %q of graph %q writes into another graph's input (BindOutput); it cannot also feed a link", out, src.info.Name)
 	}
@@ -76,8 +54,47 @@ func (s *Session) Link(src *Graph, out string, dst *Graph, in string) error {
 	}
 	// The output already lives in a shared buffer (LinkShared): the input
 	// reads it through a registration in its own context.
-	_, err := s.shareInput(src, o, dst, t) // falls back to a RAW view of the shared memory
+	_, err = s.shareInput(src, o, dst, t) // falls back to a RAW view of the shared memory
 	return err
+}
+
+// lockPair checks that src and dst are two graphs of s, takes the link
+// lock and both graphs' locks (in session order, so two callers cannot
+// deadlock), and returns output out of src and input in of dst with the
+// function that releases the locks. op names the caller in its errors.
+func (s *Session) lockPair(op string, src *Graph, out string, dst *Graph, in string) (o, t *ioTensor, unlock func(), err error) {
+	if src == nil || dst == nil || src.s != s || dst.s != s {
+		return nil, nil, nil, fmt.Errorf("qnnrt: %s: both graphs must belong to this session", op)
+	}
+	if src == dst {
+		return nil, nil, nil, fmt.Errorf("qnnrt: %s: graph %q cannot feed its own input", op, src.info.Name)
+	}
+	s.linkMu.Lock()
+	a, b := src, dst
+	if a.pos > b.pos {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	b.mu.Lock()
+	unlock = func() {
+		b.mu.Unlock()
+		a.mu.Unlock()
+		s.linkMu.Unlock()
+	}
+	oi, ii := src.OutputIndex(out), dst.InputIndex(in)
+	switch {
+	case src.closed || dst.closed:
+		err = fmt.Errorf("qnnrt: %s: session is closed", op)
+	case oi < 0:
+		err = fmt.Errorf("qnnrt: %s: graph %q has no output %q", op, src.info.Name, out)
+	case ii < 0:
+		err = fmt.Errorf("qnnrt: %s: graph %q has no input %q", op, dst.info.Name, in)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, nil, err
+	}
+	return src.out[oi], dst.in[ii], unlock, nil
 }
 
 // LinkShared is Link with the tensor in an rpcmem shared buffer
@@ -91,20 +108,11 @@ func (s *Session) LinkShared(src *Graph, out string, dst *Graph, in string) (boo
 	if err := s.Link(src, out, dst, in); err != nil {
 		return false, err
 	}
-	s.linkMu.Lock()
-	defer s.linkMu.Unlock()
-	a, b := src, dst
-	if a.pos > b.pos {
-		a, b = b, a
+	o, t, unlock, err := s.lockPair("LinkShared", src, out, dst, in)
+	if err != nil {
+		return false, err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if src.closed || dst.closed {
-		return false, errors.New("qnnrt: LinkShared: session is closed")
-	}
-	o, t := src.out[src.OutputIndex(out)], dst.in[dst.InputIndex(in)]
+	defer unlock()
 	if t.shared != nil {
 		return true, nil
 	}
